@@ -1,0 +1,59 @@
+# LaunchLab. `make lab` to learn, `make test` to test. PYTHON=python3 uses an environment you already
+# have (for example an offline GPU machine) instead of creating .venv.
+VENV ?= .venv
+ifdef PYTHON
+PY := $(PYTHON)
+SETUP :=
+else
+PY := $(VENV)/bin/python
+SETUP := $(VENV)/.installed
+endif
+export LAUNCHLAB_ROOT := $(CURDIR)
+PYTEST := $(PY) -m pytest
+NBVAL := --nbval-lax --nbval-cell-timeout=600 notebooks solutions
+HAS_GPU = $(shell $(PY) -c "import launchlab.env as e; print(int(e.environment().has_gpu))" 2>/dev/null)
+LAB_ARGS ?=
+PY_VERSION ?= 3.12
+
+.PHONY: lab test test-cpu test-gpu reference labs lint wheelhouse clean
+
+$(VENV)/.installed: pyproject.toml utils/bootstrap.sh
+	utils/bootstrap.sh $(VENV)
+	touch $@
+
+lab: $(SETUP)
+	$(PY) -m jupyter lab --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS)
+
+# Every test this machine can run: the CPU tier always, the GPU tier too when a CUDA GPU is present.
+test: $(SETUP)
+	$(MAKE) test-cpu PY=$(PY) SETUP=
+	@if [ "$(HAS_GPU)" = "1" ]; then $(MAKE) test-gpu PY=$(PY) SETUP=; \
+	else echo "no CUDA GPU here: the GPU tier (make test-gpu) was not run"; fi
+
+lint: $(SETUP)
+	$(PY) -m ruff check utils tests notebooks solutions labs
+
+test-cpu: $(SETUP) lint
+	$(PY) -m launchlab.labs --check
+	$(PYTEST) tests $(NBVAL) -m "not gpu"
+
+test-gpu: $(SETUP)
+	LAUNCHLAB_STRICT=1 $(PYTEST) tests $(NBVAL)
+
+reference: $(SETUP)
+	$(PY) -m launchlab.reference $(NOTEBOOKS)
+
+labs: $(SETUP)
+	$(PY) -m launchlab.labs
+
+# Wheels an offline GPU machine needs for the tiers when its Python already has torch, CuPy and matplotlib.
+wheelhouse:
+	python3 -m pip download -q --only-binary=:all: --python-version $(PY_VERSION) --implementation cp \
+	  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+	  --platform any -d .whl nbval nbclient nbformat ipykernel pytest-timeout
+	cd .whl && rm -f numpy-* pytest-[0-9]* pluggy-* iniconfig-* packaging-* pygments-* psutil-* \
+	  python_dateutil-* six-* typing_extensions-* attrs-*
+	@echo "$$(ls .whl | wc -l) wheels in .whl"
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache

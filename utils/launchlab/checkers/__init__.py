@@ -1,0 +1,1 @@
+"""Checkers for each chapter's lab, one module per chapter (ch00, ch01, ...)."""

@@ -1,0 +1,94 @@
+"""Checkers for lab 00, "fix the broken benchmark".
+
+Each one hands your timer a function that runs a spin kernel, then compares what your timer says with how
+long the kernel took by the GPU's own nanosecond timer, measured in the same call. 10% is allowed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+from collections.abc import Callable
+
+from ..kernels import SPIN_SOURCE, spinner
+from ..labs import CheckFailed, exercise, within
+
+TOLERANCE = 0.10
+_fresh = itertools.count()
+
+
+def _returned_ms(value: object, what: str) -> float:
+    """Your function's return value as a float of milliseconds, or a clear failure."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise CheckFailed(f"{what} returned {value!r}; return a number of milliseconds")
+    if value <= 0:
+        raise CheckFailed(f"{what} returned {value}; a duration must be positive")
+    return float(value)
+
+
+@exercise("Exercise 1: wait for the GPU",
+          "a launch returns as soon as the kernel is queued: synchronise the device before you read the clock.")
+def check_wait_for_gpu(time_once_ms: Callable[[Callable[[], object]], float]) -> str:
+    spin = spinner()
+    ratios = []
+    for _ in range(3):
+        mine = _returned_ms(time_once_ms(lambda: spin.launch(2000)), "time_once_ms")
+        ratios.append(mine / (spin.truth_us() / 1000))
+    return within(statistics.median(ratios), 1.0, TOLERANCE, "measured / true duration of a 2 ms kernel")
+
+
+@exercise("Exercise 2: warm up first",
+          "the first call of a fresh kernel compiles and loads it; run the function once, synchronised, "
+          "before you start timing.")
+def check_warm_up(steady_time_ms: Callable[[Callable[[], object]], float]) -> str:
+    import cupy as cp
+
+    spin = spinner()
+    # A kernel no process has compiled yet: its first call pays NVRTC compilation and module load.
+    source = SPIN_SOURCE + f"\n// fresh kernel {time.time_ns()}-{next(_fresh)}\n"
+    kernel = cp.RawKernel(source, "spin_cycles")
+    cycles = cp.int64(int(1000 * 1000 * spin.cycles_per_ns))
+
+    def first_call_compiles():
+        kernel((1,), (1,), (cycles, spin.elapsed_ns))
+
+    mine = _returned_ms(steady_time_ms(first_call_compiles), "steady_time_ms")
+    return within(mine, spin.truth_us() / 1000, TOLERANCE, "steady-state time of a 1 ms kernel, in ms")
+
+
+@exercise("Exercise 3: record events on the stream that does the work",
+          "an event measures the stream it is recorded on; record both events on the stream you were given.")
+def check_event_stream(event_time_ms: Callable[[Callable[[], object], object], float]) -> str:
+    import cupy as cp
+
+    spin = spinner()
+    stream = cp.cuda.Stream(non_blocking=True)  # a stream that does not wait for the default stream
+    mine = _returned_ms(event_time_ms(lambda: spin.launch(1000, stream=stream), stream), "event_time_ms")
+    stream.synchronize()
+    return within(mine, spin.truth_us() / 1000, TOLERANCE, "event time of a 1 ms kernel on a side stream, in ms")
+
+
+@exercise("Exercise 4: report the median",
+          "one slow sample (the OS, the garbage collector, another process) drags the mean; the median "
+          "of many samples ignores a few outliers.")
+def check_median(robust_time_ms: Callable[[Callable[[], object]], float]) -> str:
+    spin = spinner()
+    calls = itertools.count()
+
+    def sometimes_delayed():
+        if next(calls) % 5 == 4:
+            time.sleep(0.02)  # a real 20 ms stall on the host, as a busy machine causes now and then
+        spin.launch(1000)
+
+    mine = _returned_ms(robust_time_ms(sometimes_delayed), "robust_time_ms")
+    return within(mine, spin.truth_us() / 1000, TOLERANCE, "typical time of a 1 ms kernel with host stalls, in ms")
+
+
+@exercise("Exercise 5: read the right field of a library timer",
+          "cupyx.profiler.benchmark reports cpu_times (the host's time in the call, without waiting) and "
+          "gpu_times (CUDA events on the stream); a GPU kernel's duration is in gpu_times.")
+def check_library_field(library_gpu_time_ms: Callable[[Callable[[], object]], float]) -> str:
+    spin = spinner()
+    mine = _returned_ms(library_gpu_time_ms(lambda: spin.launch(1000)), "library_gpu_time_ms")
+    return within(mine, spin.truth_us() / 1000, TOLERANCE, "library-timed 1 ms kernel, in ms")

@@ -1,0 +1,202 @@
+"""What machine is this? GPU, driver, CUDA runtime and library detection, and the no-GPU message."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The oldest driver the course's CUDA 12/13 wheels run on (CUDA 12.0's minimum Linux driver).
+MIN_DRIVER_MAJOR = 525
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The hardware and software a run happened on."""
+
+    gpu_name: str | None
+    gpu_count: int
+    compute_capability: str | None
+    sm_count: int | None
+    driver: str | None
+    cuda_runtime: str | None
+    python: str
+    libraries: dict[str, str | None] = field(default_factory=dict)
+    problem: str | None = None
+
+    @property
+    def has_gpu(self) -> bool:
+        """True when a CUDA GPU is usable from torch."""
+        return self.problem is None
+
+
+def repo_root() -> Path:
+    """The course checkout (LAUNCHLAB_ROOT overrides it)."""
+    return Path(os.environ.get("LAUNCHLAB_ROOT") or Path(__file__).resolve().parents[2])
+
+
+def library_version(name: str) -> str | None:
+    """The installed version of a module, or None when it does not import."""
+    try:
+        module = importlib.import_module(name)
+    except Exception:  # a broken install is as good as a missing one here
+        return None
+    return str(getattr(module, "__version__", "installed"))
+
+
+def nvidia_smi_driver() -> str | None:
+    """The driver version nvidia-smi reports, or None without a driver."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    first = out.strip().splitlines()
+    return first[0].strip() if first else None
+
+
+def _torch_gpu() -> tuple[int, str | None, str | None, int | None, str | None]:
+    """(count, name, compute capability, SM count, problem) as torch sees them."""
+    try:
+        import torch
+    except Exception as exc:
+        return 0, None, None, None, f"PyTorch does not import ({exc})"
+    if torch.version.cuda is None:
+        return 0, None, None, None, f"your PyTorch {torch.__version__} is a CPU-only build"
+    if not torch.cuda.is_available():
+        return 0, None, None, None, "PyTorch finds no CUDA GPU (torch.cuda.is_available() is False)"
+    props = torch.cuda.get_device_properties(0)
+    cc = f"{props.major}.{props.minor}"
+    return torch.cuda.device_count(), props.name, cc, props.multi_processor_count, None
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> Environment:
+    """Detect the GPU, driver, CUDA runtime and the libraries the course uses (cached)."""
+    count, name, cc, sms, problem = _torch_gpu()
+    driver = nvidia_smi_driver()
+    if problem and driver:
+        major = int(driver.split(".")[0]) if driver.split(".")[0].isdigit() else 0
+        if major and major < MIN_DRIVER_MAJOR:
+            problem = f"the NVIDIA driver {driver} is older than {MIN_DRIVER_MAJOR}, the oldest CUDA 12 supports"
+    cuda_runtime = None
+    libs = {m: library_version(m) for m in ("torch", "cupy", "triton", "numpy", "matplotlib")}
+    libs["cuda.core"] = library_version("cuda.core")
+    if libs["torch"]:
+        import torch
+
+        cuda_runtime = torch.version.cuda
+    if problem is None and libs["cupy"] is None:
+        problem = "CuPy is not installed (the course's raw-kernel cells use it)"
+    return Environment(
+        gpu_name=name, gpu_count=count, compute_capability=cc, sm_count=sms, driver=driver,
+        cuda_runtime=cuda_runtime, python=platform.python_version(), libraries=libs, problem=problem,
+    )
+
+
+def gpu_count() -> int:
+    """How many CUDA GPUs torch can use (0 without a usable GPU)."""
+    env = environment()
+    return env.gpu_count if env.gpu_name else 0
+
+
+def gpu_slug(name: str | None = None) -> str:
+    """A file-name-safe short name for a GPU, e.g. 'nvidia-h100-80gb-hbm3'; 'cpu' without one."""
+    name = name if name is not None else environment().gpu_name
+    if not name:
+        return "cpu"
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def describe(env: Environment | None = None) -> str:
+    """One paragraph naming the hardware and versions of this run."""
+    env = env or environment()
+    if env.gpu_name:
+        gpu = f"{env.gpu_name} x{env.gpu_count} (sm_{env.compute_capability.replace('.', '')}, {env.sm_count} SMs)"
+    else:
+        gpu = f"no usable CUDA GPU ({env.problem})"
+    libs = ", ".join(f"{k} {v}" for k, v in env.libraries.items() if v)
+    return (
+        f"GPU: {gpu}\n"
+        f"driver: {env.driver or 'none'} | CUDA runtime (torch): {env.cuda_runtime or 'none'} | "
+        f"Python {env.python} on {platform.system()} {platform.machine()}\n"
+        f"libraries: {libs}"
+    )
+
+
+def show_environment() -> Environment:
+    """Print the hardware and versions of this run; return them."""
+    env = environment()
+    print(describe(env))
+    return env
+
+
+def what_to_do(env: Environment) -> str:
+    """The next step for the learner, given what is missing."""
+    if env.driver is None:
+        return ("Run the course on a machine with an NVIDIA GPU and its driver (nvidia-smi should list the GPU), "
+                "then run `make lab` there.")
+    if "CPU-only" in (env.problem or ""):
+        return "Delete .venv and run `make lab` again: on a machine with a driver it installs a CUDA build."
+    if "older than" in (env.problem or ""):
+        return "Update the NVIDIA driver (the README lists the versions the course was run with)."
+    if "CuPy" in (env.problem or ""):
+        return "Run `make lab` again, or `pip install cupy-cuda13x` (cupy-cuda12x for a CUDA 12 driver)."
+    return "Check `nvidia-smi` and `python -c 'import torch; print(torch.cuda.is_available())'`."
+
+
+def no_gpu_message(env: Environment | None = None) -> str:
+    """The paragraph a learner without a usable GPU reads instead of a traceback."""
+    env = env or environment()
+    return (
+        f"No usable CUDA GPU here: {env.problem}.\n"
+        f"The cells tagged `gpu` need one; run on this machine, each prints a one-line note instead of a "
+        f"traceback. What to do: {what_to_do(env)}\n"
+        "You can still read this notebook: its stored outputs are the course's reference GPU run "
+        "(see reports/gpu/)."
+    )
+
+
+class _NoGpuNote(Exception):
+    """Only for its rendering: IPython prints _render_traceback_ instead of a traceback."""
+
+
+def _install_no_traceback_handler(env: Environment) -> bool:
+    """In IPython, turn every later cell error into one line that names the missing GPU."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+
+    def handler(shell, etype, value, tb, tb_offset=None):
+        line = f"{etype.__name__}: {value}".splitlines()[0][:200]
+        print(f"[skipped: no usable CUDA GPU ({env.problem})] this cell stopped at: {line}\n"
+              "Its stored output in the course shows the reference GPU run.", file=sys.stderr)
+        return None
+
+    shell.set_custom_exc((Exception,), handler)
+    return True
+
+
+def require_gpu() -> bool:
+    """True with a usable GPU; otherwise print what is missing and what to do, and return False."""
+    env = environment()
+    if env.has_gpu:
+        return True
+    print(no_gpu_message(env))
+    _install_no_traceback_handler(env)
+    return False
