@@ -41,7 +41,7 @@ test-gpu: $(SETUP)
 	LAUNCHLAB_STRICT=1 $(PYTEST) tests $(NBVAL)
 
 reference: $(SETUP)
-	$(PY) -m launchlab.reference $(NOTEBOOKS)
+	$(PY) -m launchlab.reference_run $(NOTEBOOKS)
 
 labs: $(SETUP)
 	$(PY) -m launchlab.labs

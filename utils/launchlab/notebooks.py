@@ -5,12 +5,14 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import nbformat
 
 from .env import repo_root
 
+_KERNEL = re.compile(r"__global__\s+void")
 GPU_TAG = "gpu"
 MULTI_GPU_TAG = "multi-gpu"
 
@@ -78,8 +80,8 @@ def untagged_reads_of_tagged_names(nb: nbformat.NotebookNode) -> list[tuple[int,
 
 
 def cuda_sources(source: str) -> list[str]:
-    """The string literals in Python source that hold CUDA kernels (they contain __global__)."""
+    """The string literals in Python source that define a CUDA kernel."""
     lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
     tree = ast.parse("\n".join(lines))
     return [n.value for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and "__global__" in n.value]
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and _KERNEL.search(n.value)]

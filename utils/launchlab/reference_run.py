@@ -1,6 +1,6 @@
 """The reference run: execute notebooks and solutions in place and write reports/gpu/<gpu>.json.
 
-Usage: python -m launchlab.reference [NOTEBOOK ...]   (default: every notebook and solution)
+Usage: python -m launchlab.reference_run [NOTEBOOK ...]   (default: every notebook and solution)
 Cells tagged for more GPUs than this machine has keep their stored outputs and count as skipped. Entries
 for notebooks not run this time are kept from the existing report of the same GPU, so a chapter can be
 re-run alone.

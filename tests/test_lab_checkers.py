@@ -1,0 +1,103 @@
+"""Every checker fails on its lab stub and passes on its solution; on the GPU, broken timers fail too."""
+
+import re
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from launchlab.env import gpu_count
+from launchlab.labs import FAIL_MARK, PASS_MARK, make_lab
+from launchlab.notebooks import course_notebooks, needs_gpus
+
+SOLUTIONS = course_notebooks(dirs=("solutions",))
+VERDICT = re.compile(rf"^({PASS_MARK}|{FAIL_MARK}) \[(Exercise[^\]]*)\]", re.MULTILINE)
+EXERCISE = re.compile(r"^#+\s*(Exercise\b.*?)\s*$", re.MULTILINE)
+
+
+def run_and_collect_verdicts(nb, cwd) -> dict[str, str]:
+    """Execute the cells this machine can run (errors allowed); return {exercise: PASS or FAIL}."""
+    have = gpu_count()
+    runnable = nbformat.from_dict(nb)
+    runnable.cells = [c for c in runnable.cells if c.cell_type != "code" or needs_gpus(c) <= have]
+    NotebookClient(runnable, timeout=600, allow_errors=True, kernel_name="python3",
+                   resources={"metadata": {"path": str(cwd)}}).execute()
+    verdicts = {}
+    for cell in runnable.cells:
+        for out in cell.get("outputs", []):
+            for mark, name in VERDICT.findall(out.get("text", "")):
+                verdicts[name] = mark
+    return verdicts
+
+
+def runnable_exercises(nb) -> set[str]:
+    """Exercises whose checker cell this machine can run."""
+    have, current, names = gpu_count(), None, set()
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            found = EXERCISE.findall(cell.source)
+            current = found[-1] if found else current
+        elif current and ".check_" in cell.source and needs_gpus(cell) <= have:
+            names.add(current)
+    return names
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("solution", SOLUTIONS, ids=[p.name for p in SOLUTIONS])
+def test_checkers_pass_on_solutions_and_fail_on_stubs(solution, monkeypatch):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")  # a failed check prints FAIL instead of stopping the run
+    nb = nbformat.read(solution, as_version=4)
+    expected = runnable_exercises(nb)
+    if not expected:
+        pytest.skip(f"no exercise of {solution.name} can be checked on this machine (GPU: {gpu_count()})")
+    solved = run_and_collect_verdicts(nb, solution.parent)
+    stubbed = run_and_collect_verdicts(make_lab(nb, solution.name), solution.parent)
+    assert solved == dict.fromkeys(expected, PASS_MARK), f"solution verdicts: {solved}"
+    assert stubbed == dict.fromkeys(expected, FAIL_MARK), f"lab verdicts: {stubbed}"
+
+
+# On the GPU: the broken timers of lab 00 fail their checkers, so the checkers measure, not just run.
+@pytest.mark.gpu
+def test_lab00_checkers_reject_the_broken_timers(monkeypatch):
+    import time
+
+    import cupy as cp
+    import numpy as np
+    from cupyx.profiler import benchmark
+
+    from launchlab.checkers import ch00
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+
+    def no_sync_ms(fn):
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+
+    def cold_ms(fn):
+        cp.cuda.Device().synchronize()
+        start = time.perf_counter()
+        fn()
+        cp.cuda.Device().synchronize()
+        return (time.perf_counter() - start) * 1e3
+
+    def default_stream_events_ms(fn, stream):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return cp.cuda.get_elapsed_time(start, end)
+
+    def mean_ms(fn, repeats=21):
+        samples = [cold_ms(fn) for _ in range(repeats)]
+        return float(np.mean(samples))
+
+    def cpu_field_ms(fn):
+        return float(benchmark(fn, n_repeat=20, n_warmup=2).cpu_times.mean()) * 1e3
+
+    assert not ch00.check_wait_for_gpu(no_sync_ms)
+    assert not ch00.check_warm_up(cold_ms)
+    assert not ch00.check_event_stream(default_stream_events_ms)
+    assert not ch00.check_median(mean_ms)
+    assert not ch00.check_library_field(cpu_field_ms)

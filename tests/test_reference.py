@@ -1,0 +1,47 @@
+"""The reference run's report: executed in place, in the format of GUIDE section 7."""
+
+import json
+
+import nbformat
+
+from launchlab import reference_run as reference
+from launchlab.notebooks import source_sha256
+
+
+def test_execute_in_place_counts_cells_and_keeps_outputs(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("print('measured')"),
+                nbformat.v4.new_code_cell("raise RuntimeError('boom')"),
+                nbformat.v4.new_code_cell("print('needs more GPUs')", metadata={"tags": ["multi-gpu"]})]
+    path = tmp_path / "demo.ipynb"
+    nbformat.write(nb, path)
+    stats = reference.execute_in_place(path, {"LAUNCHLAB_STRICT": "1"}, cell_timeout=60)
+    assert stats["cells"] == 3 and stats["failed"] == 1 and stats["skipped"] >= 1
+    executed = nbformat.read(path, as_version=4)
+    assert executed.cells[0].outputs[0]["text"] == "measured\n"
+
+
+def test_report_has_the_guide_fields_and_merges(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    path = tmp_path / "notebooks" / "00_demo.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1")]
+    nbformat.write(nb, path)
+    rel = "notebooks/00_demo.ipynb"
+    stats = {rel: {"cells": 1, "failed": 0, "skipped": 0, "seconds": 0.5}}
+    first = reference.write_report(tmp_path, [path], stats, {"metrics": {"a_us": 1.0}, "claims": {"c1": True}})
+    reference.write_report(tmp_path, [path], stats, {"metrics": {"b_us": 2.0}, "claims": {}})
+    report = json.loads(first.read_text())
+    assert set(report) == {"gpu", "driver", "cuda_runtime", "torch", "cupy", "python", "date", "notebooks",
+                           "metrics", "claims"}
+    assert report["notebooks"][rel] == {"source_sha256": source_sha256(path), **stats[rel]}
+    assert report["metrics"] == {"a_us": 1.0, "b_us": 2.0} and report["claims"] == {"c1": True}
+
+
+def test_committed_reports_are_well_formed(root):
+    for path in sorted((root / "reports" / "gpu").glob("*.json")):
+        report = json.loads(path.read_text())
+        assert report["gpu"] and report["notebooks"], path.name
+        for entry in report["notebooks"].values():
+            assert set(entry) == {"source_sha256", "cells", "failed", "skipped", "seconds"}
+        assert all(isinstance(v, bool) for v in report["claims"].values())
