@@ -15,6 +15,9 @@ from ..kernels import SPIN_SOURCE, spinner
 from ..labs import CheckFailed, exercise, within
 
 TOLERANCE = 0.10
+# Long enough that the launch's trip to an idle GPU (tens, at times a few hundred, microseconds) stays a small
+# fraction of it, so a correct timer passes with room to spare.
+KERNEL_US = 5000
 _fresh = itertools.count()
 
 
@@ -33,9 +36,9 @@ def check_wait_for_gpu(time_once_ms: Callable[[Callable[[], object]], float]) ->
     spin = spinner()
     ratios = []
     for _ in range(3):
-        mine = _returned_ms(time_once_ms(lambda: spin.launch(2000)), "time_once_ms")
+        mine = _returned_ms(time_once_ms(lambda: spin.launch(KERNEL_US)), "time_once_ms")
         ratios.append(mine / (spin.truth_us() / 1000))
-    return within(statistics.median(ratios), 1.0, TOLERANCE, "measured / true duration of a 2 ms kernel")
+    return within(statistics.median(ratios), 1.0, TOLERANCE, "measured / true duration of a 5 ms kernel")
 
 
 @exercise("Exercise 2: warm up first",
@@ -48,13 +51,13 @@ def check_warm_up(steady_time_ms: Callable[[Callable[[], object]], float]) -> st
     # A kernel no process has compiled yet: its first call pays NVRTC compilation and module load.
     source = SPIN_SOURCE + f"\n// fresh kernel {time.time_ns()}-{next(_fresh)}\n"
     kernel = cp.RawKernel(source, "spin_cycles")
-    cycles = cp.int64(int(1000 * 1000 * spin.cycles_per_ns))
+    cycles = cp.int64(int(KERNEL_US * 1000 * spin.cycles_per_ns))
 
     def first_call_compiles():
         kernel((1,), (1,), (cycles, spin.elapsed_ns))
 
     mine = _returned_ms(steady_time_ms(first_call_compiles), "steady_time_ms")
-    return within(mine, spin.truth_us() / 1000, TOLERANCE, "steady-state time of a 1 ms kernel, in ms")
+    return within(mine, spin.truth_us() / 1000, TOLERANCE, "steady-state time of a 5 ms kernel, in ms")
 
 
 @exercise("Exercise 3: record events on the stream that does the work",
@@ -64,9 +67,9 @@ def check_event_stream(event_time_ms: Callable[[Callable[[], object], object], f
 
     spin = spinner()
     stream = cp.cuda.Stream(non_blocking=True)  # a stream that does not wait for the default stream
-    mine = _returned_ms(event_time_ms(lambda: spin.launch(1000, stream=stream), stream), "event_time_ms")
+    mine = _returned_ms(event_time_ms(lambda: spin.launch(KERNEL_US, stream=stream), stream), "event_time_ms")
     stream.synchronize()
-    return within(mine, spin.truth_us() / 1000, TOLERANCE, "event time of a 1 ms kernel on a side stream, in ms")
+    return within(mine, spin.truth_us() / 1000, TOLERANCE, "event time of a 5 ms kernel on a side stream, in ms")
 
 
 @exercise("Exercise 4: report the median",
@@ -79,10 +82,10 @@ def check_median(robust_time_ms: Callable[[Callable[[], object]], float]) -> str
     def sometimes_delayed():
         if next(calls) % 5 == 4:
             time.sleep(0.02)  # a real 20 ms stall on the host, as a busy machine causes now and then
-        spin.launch(1000)
+        spin.launch(KERNEL_US)
 
     mine = _returned_ms(robust_time_ms(sometimes_delayed), "robust_time_ms")
-    return within(mine, spin.truth_us() / 1000, TOLERANCE, "typical time of a 1 ms kernel with host stalls, in ms")
+    return within(mine, spin.truth_us() / 1000, TOLERANCE, "typical time of a 5 ms kernel with host stalls, in ms")
 
 
 @exercise("Exercise 5: read the right field of a library timer",
@@ -90,5 +93,5 @@ def check_median(robust_time_ms: Callable[[Callable[[], object]], float]) -> str
           "gpu_times (CUDA events on the stream); a GPU kernel's duration is in gpu_times.")
 def check_library_field(library_gpu_time_ms: Callable[[Callable[[], object]], float]) -> str:
     spin = spinner()
-    mine = _returned_ms(library_gpu_time_ms(lambda: spin.launch(1000)), "library_gpu_time_ms")
-    return within(mine, spin.truth_us() / 1000, TOLERANCE, "library-timed 1 ms kernel, in ms")
+    mine = _returned_ms(library_gpu_time_ms(lambda: spin.launch(KERNEL_US)), "library_gpu_time_ms")
+    return within(mine, spin.truth_us() / 1000, TOLERANCE, "library-timed 5 ms kernel, in ms")
