@@ -13,6 +13,8 @@ PYTEST := $(PY) -m pytest
 NBVAL := --nbval-lax --nbval-cell-timeout=600 notebooks solutions
 HAS_GPU = $(shell $(PY) -c "import launchlab.env as e; print(int(e.environment().has_gpu))" 2>/dev/null)
 LAB_ARGS ?=
+# JupyterLab refuses root unless told; containers often run as root.
+ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 PY_VERSION ?= 3.12
 
 .PHONY: lab test test-cpu test-gpu reference labs lint wheelhouse clean
@@ -22,7 +24,7 @@ $(VENV)/.installed: pyproject.toml utils/bootstrap.sh
 	touch $@
 
 lab: $(SETUP)
-	$(PY) -m jupyter lab --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS)
+	$(PY) -m jupyter lab --ServerApp.root_dir=$(CURDIR) $(ROOT_ARGS) $(LAB_ARGS)
 
 # Every test this machine can run: the CPU tier always, the GPU tier too when a CUDA GPU is present.
 test: $(SETUP)
