@@ -80,8 +80,10 @@ def untagged_reads_of_tagged_names(nb: nbformat.NotebookNode) -> list[tuple[int,
 
 
 def cuda_sources(source: str) -> list[str]:
-    """The string literals in Python source that define a CUDA kernel."""
+    """The string literals in Python source that define a CUDA kernel (f-strings are generated, so skipped)."""
     lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
     tree = ast.parse("\n".join(lines))
+    in_fstrings = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values}
     return [n.value for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and _KERNEL.search(n.value)]
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in in_fstrings
+            and _KERNEL.search(n.value)]
