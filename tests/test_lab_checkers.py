@@ -101,3 +101,29 @@ def test_lab00_checkers_reject_the_broken_timers(monkeypatch):
     assert not ch00.check_event_stream(default_stream_events_ms)
     assert not ch00.check_median(mean_ms)
     assert not ch00.check_library_field(cpu_field_ms)
+
+
+@pytest.mark.gpu
+def test_lab01_checkers_reject_plausible_wrong_answers(monkeypatch):
+    import cupy as cp
+
+    from launchlab import timing
+    from launchlab.checkers import ch01
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+
+    def enqueue_for_everything(launch):
+        enqueue = timing.enqueue_us(launch).median_us
+        return {"enqueue_us": enqueue, "throughput_us": enqueue, "sync_latency_us": enqueue}
+
+    def lazy_prepare(source, name):
+        kernel = cp.RawKernel(source, name)  # compiled at the first launch: the mistake the exercise fixes
+        return lambda args: kernel((1,), (1,), args)
+
+    def one_conv_only():
+        return ch01.CONV5_SOURCE.replace("conv5", "conv_chain_fused")
+
+    assert not ch01.check_launch_figures(enqueue_for_everything)
+    assert not ch01.check_crossover(lambda make_run: 16)
+    assert not ch01.check_first_launch(lazy_prepare)
+    assert not ch01.check_fused_conv(one_conv_only)
