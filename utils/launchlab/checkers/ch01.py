@@ -80,7 +80,7 @@ def axpy_runner(n: int) -> Callable[[], None]:
 
 
 def reference_crossover(make_run: Callable[[int], Callable[[], None]]) -> int:
-    """The first swept size whose time per launch is twice the small-size floor."""
+    """The first swept size from which every larger size takes over twice the small-size floor per launch."""
     import numpy as np
 
     per_launch = []
@@ -89,12 +89,14 @@ def reference_crossover(make_run: Callable[[int], Callable[[], None]]) -> int:
         per_launch.append(timing.launch_throughput_us(run, launches=max(4, min(100, int(2e7 / n))),
                                                       rounds=5).median_us)
     floor = float(np.median(per_launch[:3]))
-    return next((n for n, us in zip(SWEEP_SIZES, per_launch, strict=True) if us > 2 * floor), SWEEP_SIZES[-1])
+    above = [us > 2 * floor for us in per_launch]
+    return next(n for i, n in enumerate(SWEEP_SIZES) if all(above[i:]))
 
 
 @exercise("Exercise 2: find the crossover size",
           "sweep sizes over several orders of magnitude, time each by launch throughput, take the flat floor "
-          "of the smallest sizes, and return the first size whose time per launch is twice that floor.")
+          "of the smallest sizes, and return the first size from which every larger size stays above twice "
+          "that floor.")
 def check_crossover(find_crossover: Callable[[Callable[[int], Callable[[], None]]], int]) -> str:
     yours = _number(find_crossover(axpy_runner), "your crossover")
     expected = reference_crossover(axpy_runner)
