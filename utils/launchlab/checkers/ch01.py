@@ -29,7 +29,9 @@ extern "C" __global__ void conv5(const float* x, float* y, int n) {
 }
 """
 FIGURE_TOLERANCE = 0.35  # two back-to-back measurements of one launch figure differ by up to ~20%
-SWEEP_SIZES = [2**k for k in range(4, 27, 2)]
+# Steps of 2, so that a factor of 2 either way is one step: near the crossover, sizes that fit in L2 run
+# faster and vary from run to run.
+SWEEP_SIZES = [2**k for k in range(4, 27)]
 
 
 def _number(value: object, what: str) -> float:
