@@ -121,16 +121,6 @@ def gpu_time_us(work: Callable[[], object], repeats: int = 200, warmup: int = 10
                      f"cupyx.profiler.benchmark, n_repeat={repeats}")
 
 
-def from_cupyx(result, figure: str = "GPU time (events)") -> Timing:
-    """Convert a cupyx.profiler.benchmark result (its GPU times) to a Timing."""
-    return Timing.of(figure, result.gpu_times[0] * 1e6, "cupyx.profiler.benchmark")
-
-
-def from_torch(measurement, figure: str) -> Timing:
-    """Convert a torch.utils.benchmark Measurement (per-run times) to a Timing."""
-    return Timing.of(figure, np.asarray(measurement.times) * 1e6, "torch.utils.benchmark.Timer")
-
-
 def table(timings: Sequence[Timing]) -> str:
     """A fixed-width table of several Timings, medians first."""
     rows = [f"{'figure':34} {'median us':>10} {'min us':>9} {'IQR us':>8} {'n':>6}  source"]
