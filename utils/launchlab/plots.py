@@ -57,3 +57,15 @@ def compare_bars(ax, names: Sequence[str], series: dict[str, Sequence[float | No
         ax.bar_label(bars, fmt="%.1f", fontsize="x-small")
     ax.set_xticks(x, names)
     ax.set_ylabel(unit)
+
+
+def timeline(ax, rows: dict[str, Sequence], origin_us: float) -> None:
+    """One row of bars per name (intervals with start_us and end_us), in microseconds from `origin_us`."""
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    names = list(rows)
+    for y, name in enumerate(reversed(names)):
+        bars = [(i.start_us - origin_us, i.end_us - i.start_us) for i in rows[name]]
+        ax.broken_barh(bars, (y - 0.35, 0.7), color=colors[y % len(colors)])
+    ax.set_yticks(range(len(names)), list(reversed(names)))
+    ax.set_xlabel("time (microseconds from the start of the window)")
+    ax.grid(axis="y", visible=False)

@@ -1,0 +1,172 @@
+"""Read a torch.profiler Chrome trace: GPU activity, busy and idle time in a window, the largest gaps.
+
+HolisticTraceAnalysis does this for whole training jobs (pandas, many ranks); the course needs a few
+numbers from one short trace, checked on a CPU as well, so this reader is small and depends on nothing.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+# What occupies the GPU in a Kineto trace: kernels, copies and memsets.
+GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+SHIPPED_TRACE = "sync_loop_trace.json.gz"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One complete ("X") trace event: what ran, in which category, from when to when (microseconds)."""
+
+    name: str
+    cat: str
+    start_us: float
+    end_us: float
+
+    @property
+    def duration_us(self) -> float:
+        """Length in microseconds."""
+        return self.end_us - self.start_us
+
+
+@dataclass(frozen=True)
+class GpuIdle:
+    """GPU occupancy over a window: how many kernels, busy and idle time, the largest idle gaps."""
+
+    window_us: tuple[float, float]
+    kernel_count: int
+    busy_us: float
+    largest_gaps_us: tuple[float, ...]
+
+    @property
+    def span_us(self) -> float:
+        """Length of the window."""
+        return self.window_us[1] - self.window_us[0]
+
+    @property
+    def idle_fraction(self) -> float:
+        """Share of the window in which nothing ran on the GPU."""
+        return 1 - self.busy_us / self.span_us if self.span_us > 0 else 0.0
+
+    @property
+    def largest_gap_us(self) -> float:
+        """The longest stretch of the window with nothing on the GPU."""
+        return self.largest_gaps_us[0] if self.largest_gaps_us else 0.0
+
+
+def shipped_trace_path() -> Path:
+    """A trace recorded on the course's reference GPU (a training loop with a sync point per step)."""
+    return Path(str(resources.files("launchlab") / "data" / SHIPPED_TRACE))
+
+
+def load_events(trace: str | Path | dict) -> list[dict]:
+    """The trace events of a Chrome trace file (plain or .gz) or of an already-loaded trace dict."""
+    if isinstance(trace, dict):
+        data = trace
+    else:
+        path = Path(trace)
+        if not path.exists():
+            raise FileNotFoundError(f"no trace at {path}; export one with prof.export_chrome_trace(path)")
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as f:
+            data = json.load(f)
+    events = data.get("traceEvents") if isinstance(data, dict) else data
+    if not isinstance(events, list):
+        raise ValueError("not a Chrome trace: expected a 'traceEvents' list (torch.profiler's export_chrome_trace)")
+    return events
+
+
+def intervals(events: Iterable[dict], categories: Iterable[str]) -> list[Interval]:
+    """Complete events of the given categories, sorted by start."""
+    wanted = set(categories)
+    found = [Interval(str(e.get("name", "")), e["cat"], float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+             for e in events if e.get("ph") == "X" and e.get("cat") in wanted]
+    return sorted(found, key=lambda i: (i.start_us, i.end_us))
+
+
+def annotation_range(events: Sequence[dict], name: str) -> Interval:
+    """The first CPU range called `name` (torch.profiler.record_function) in the trace."""
+    ranges = [i for i in intervals(events, {"user_annotation"}) if i.name == name]
+    if not ranges:
+        raise ValueError(f"the trace has no record_function range named {name!r}; "
+                         f"wrap the code in torch.profiler.record_function({name!r})")
+    return ranges[0]
+
+
+def work_of_range(events: Sequence[dict], name: str) -> tuple[list[Interval], tuple[float, float]]:
+    """The GPU work that starts inside the CPU range `name`, and the window from the range's start to the
+    range's end or the end of that work, whichever is later. (End the range with a synchronisation so that
+    it covers all the GPU work it launched.)"""
+    cpu = annotation_range(events, name)
+    mine = [i for i in intervals(events, GPU_CATEGORIES) if cpu.start_us <= i.start_us <= cpu.end_us]
+    return mine, (cpu.start_us, max([cpu.end_us, *(i.end_us for i in mine)]))
+
+
+def annotation_window(events: Sequence[dict], name: str) -> tuple[float, float]:
+    """The window of the CPU range `name`: see work_of_range."""
+    return work_of_range(events, name)[1]
+
+
+def busy_and_gaps(gpu: Sequence[Interval], window: tuple[float, float]) -> tuple[float, list[float]]:
+    """Busy time (the union of the intervals, so overlapping streams count once) and every idle gap."""
+    lo, hi = window
+    busy, gaps, cursor = 0.0, [], lo
+    for i in sorted(gpu, key=lambda i: i.start_us):
+        start, end = max(i.start_us, lo), min(i.end_us, hi)
+        if end <= start:
+            continue
+        if start > cursor:
+            gaps.append(start - cursor)
+        if end > cursor:
+            busy += end - max(start, cursor)
+            cursor = end
+    if hi > cursor:
+        gaps.append(hi - cursor)
+    return busy, gaps
+
+
+def gpu_idle(trace: str | Path | dict | list, annotation: str | None = None, top: int = 5) -> GpuIdle:
+    """GPU idle time in the window of a record_function range (the work it started), or over all GPU work."""
+    events = trace if isinstance(trace, list) else load_events(trace)
+    gpu = intervals(events, GPU_CATEGORIES)
+    if not gpu:
+        raise ValueError("the trace has no GPU activity: profile with ProfilerActivity.CUDA on a CUDA device")
+    if annotation:
+        gpu, window = work_of_range(events, annotation)
+    else:
+        window = (gpu[0].start_us, max(i.end_us for i in gpu))
+    busy, gaps = busy_and_gaps(gpu, window)
+    kernels = sum(1 for i in gpu if i.cat == "kernel")
+    return GpuIdle(window, kernels, busy, tuple(sorted(gaps, reverse=True)[:top]))
+
+
+def timeline_rows(events: Sequence[dict], window: tuple[float, float]) -> dict[str, list[Interval]]:
+    """The rows a timeline draws: top-level CPU ops, CUDA runtime calls and GPU work, inside the window."""
+    lo, hi = window
+
+    def inside(cats: set[str]) -> list[Interval]:
+        return [i for i in intervals(events, cats) if i.end_us > lo and i.start_us < hi]
+
+    cpu_ops, outer_end = [], -1.0
+    for op in inside({"cpu_op"}):
+        if op.start_us >= outer_end:  # keep only ops not nested in the previous one
+            cpu_ops.append(op)
+            outer_end = op.end_us
+    return {"CPU: aten ops": cpu_ops, "CPU: CUDA runtime": inside({"cuda_runtime", "cuda_driver"}),
+            "GPU": inside(set(GPU_CATEGORIES))}
+
+
+def write_slim(events: Iterable[dict], path: str | Path,
+               categories: Iterable[str] = (*GPU_CATEGORIES, "user_annotation", "cpu_op", "cuda_runtime")) -> Path:
+    """Write a small gzipped trace: only complete events of `categories`, only the fields this reader uses."""
+    wanted = set(categories)
+    keep = [{k: e[k] for k in ("ph", "name", "cat", "ts", "dur", "pid", "tid") if k in e}
+            for e in events if e.get("ph") == "X" and e.get("cat") in wanted]
+    path = Path(path)
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": keep}, f, separators=(",", ":"))
+    return path
