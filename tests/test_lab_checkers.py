@@ -181,4 +181,4 @@ def test_lab02_flat_until_rejects_the_ends_of_the_sweep(monkeypatch):
 
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     assert not ch02.check_flat_until(lambda make_step: 1)
-    assert not ch02.check_flat_until(lambda make_step: 4096)
+    assert not ch02.check_flat_until(lambda make_step: 4 * ch02.BATCHES[-1])

@@ -45,3 +45,19 @@ def test_committed_reports_are_well_formed(root):
         for entry in report["notebooks"].values():
             assert set(entry) == {"source_sha256", "cells", "failed", "skipped", "seconds"}
         assert all(isinstance(v, bool) for v in report["claims"].values())
+
+
+def test_collect_run_reads_the_gpu_run_file_and_keeps_traces(tmp_path, monkeypatch):
+    import json
+
+    from launchlab import reference_run
+    from launchlab.env import gpu_slug
+
+    results = tmp_path / "results"
+    (results / "traces").mkdir(parents=True)
+    (results / "traces" / "02_step.json").write_text("{}")
+    (results / "02_a_trace.json").write_text(json.dumps({"traceEvents": []}))  # sorts first, not the run
+    (results / f"{gpu_slug()}.json").write_text(json.dumps({"metrics": {"x": 1.0}}))
+    run = reference_run.collect_run(results, tmp_path / "kept")
+    assert run == {"metrics": {"x": 1.0}}
+    assert (tmp_path / "kept" / "traces" / "02_step.json").exists()

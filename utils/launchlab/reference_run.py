@@ -12,6 +12,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -85,6 +86,16 @@ def write_report(root: Path, paths: list[Path], results: dict[str, dict], run: d
     return report_path
 
 
+def collect_run(results_dir: Path, keep_dir: Path) -> dict:
+    """The run file the notebooks wrote (metrics, claims); other folders there (traces) are copied to keep_dir."""
+    run_file = results_dir / f"{gpu_slug()}.json"
+    run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
+    for item in results_dir.iterdir():
+        if item.is_dir():
+            shutil.copytree(item, keep_dir / item.name, dirs_exist_ok=True)
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     """Execute, regenerate labs, write the report; exit 1 if a cell failed or a claim did not hold."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -104,8 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"running {rel} ({len(code_sources(nbformat.read(path, as_version=4)))} code cells)", flush=True)
             results[rel] = execute_in_place(path, env_vars)
             print(f"  {results[rel]}", flush=True)
-        run_files = list(Path(results_dir).glob("*.json"))
-        run = json.loads(run_files[0].read_text(encoding="utf-8")) if run_files else {}
+        run = collect_run(Path(results_dir), root / "runs" / "reference")
     report_path = write_report(root, paths, results, run)
     labs.generate(root)
     failed = sum(r["failed"] for r in results.values())

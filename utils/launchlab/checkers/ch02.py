@@ -279,16 +279,13 @@ def make_mlp_step(batch: int, width: int = 1024, depth: int = 4) -> Callable[[],
 
 
 def flat_until_batch(batches: Sequence[int], step_us: Sequence[float], tolerance: float = 1.5) -> int:
-    """The largest batch up to which every step stays within `tolerance` times the small-batch floor."""
+    """The last batch before the final rise: the batches after it all take over `tolerance` x the floor."""
     import numpy as np
 
     floor = float(np.median(step_us[:3]))
-    flat = batches[0]
-    for batch, us in zip(batches, step_us, strict=True):
-        if us > tolerance * floor:
-            break
-        flat = batch
-    return flat
+    above = [us > tolerance * floor for us in step_us]
+    rise = next(i for i in range(len(batches) + 1) if all(above[i:]))
+    return batches[max(rise - 1, 0)]
 
 
 def reference_flat_until(make_step: Callable[[int], Callable[[], object]]) -> int:
@@ -299,7 +296,8 @@ def reference_flat_until(make_step: Callable[[int], Callable[[], object]]) -> in
 
 @exercise("Exercise 4: where your GPU leaves the overhead-bound regime",
           "sweep batch sizes from 1 to 4096 in steps of 2, time each step by launch throughput, take the floor "
-          "of the three smallest, and return the largest batch up to which every step stays within 1.5x of it.")
+          "of the three smallest, and return the batch just before the final run of batches that all take "
+          "more than 1.5x the floor.")
 def check_flat_until(find_flat_until: Callable[[Callable[[int], Callable[[], object]]], int]) -> str:
     yours = find_flat_until(make_mlp_step)
     if not isinstance(yours, int) or isinstance(yours, bool) or yours < 1:
