@@ -22,3 +22,11 @@ def test_explain_counts_no_break_in_a_clean_function():
 
     report = explain(lambda x: (x + 1).relu() * 2, torch.ones(4))
     assert (report.graph_count, report.break_count) == (1, 0)
+
+
+def test_small_adapters():
+    from launchlab import compat
+
+    assert compat.recompile_limit() >= 1
+    assert compat.first_line("Headline\n  Explanation: more") == "Headline"
+    assert compat.cudagraph_skips() >= 0

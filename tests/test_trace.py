@@ -106,3 +106,12 @@ def test_a_slim_trace_keeps_what_the_reader_needs(tmp_path):
     slim = trace.write_slim(noisy, tmp_path / "slim.json.gz")
     assert trace.gpu_idle(slim, "step") == trace.gpu_idle(STEP, "step")
     assert all("args" not in e for e in trace.load_events(slim))
+
+
+def test_record_profiles_the_calls_on_a_schedule():
+    import torch
+
+    x = torch.ones(4)
+    events = trace.record(lambda: x.add_(1), calls=5)
+    assert trace.count(events, {"cpu_op"}, "aten::add_") == 5  # only the active step's calls
+    assert trace.count(events, {"user_annotation"}, "calls") == 1

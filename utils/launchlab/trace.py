@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -170,3 +170,32 @@ def write_slim(events: Iterable[dict], path: str | Path,
     with gzip.open(path, "wt") as f:
         json.dump({"traceEvents": keep}, f, separators=(",", ":"))
     return path
+
+
+def record(fn: Callable[[], object], calls: int = 1) -> list[dict]:
+    """The trace events of `calls` calls of fn, profiled (CPU, and CUDA where present) on a schedule that
+    keeps the profiler's own start-up out of the trace, inside a record_function("calls") range."""
+    import tempfile
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=1)) as prof:
+        for _ in range(3):
+            with record_function("calls"):
+                for _ in range(calls):
+                    fn()
+                if cuda:
+                    torch.cuda.synchronize()
+            prof.step()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return load_events(path)
+
+
+def count(events: Sequence[dict], categories: Iterable[str], prefix: str = "") -> int:
+    """How many complete events of the categories have a name starting with `prefix`."""
+    return sum(1 for i in intervals(events, categories) if i.name.startswith(prefix))
