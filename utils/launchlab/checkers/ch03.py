@@ -141,40 +141,48 @@ def check_recompiles(run_all: Callable) -> str:
 
 # ---- exercise 3: did it really graph? --------------------------------------------------------------------
 
-def scaled_mlp(width: int = 256, depth: int = 6):
-    """A launch-bound function of (x, scale): a small MLP on the GPU whose output is scaled by `scale`."""
+def mlp_with_running_mean(width: int = 256, depth: int = 8):
+    """A launch-bound function of (x, running_mean): a small MLP on the GPU that also updates a running
+    mean of its inputs in place, as training loops do."""
     import torch
 
     torch.manual_seed(0)
     layers = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(depth)]).cuda()
 
-    def forward(x, scale):
+    def forward(x, running_mean):
         with torch.no_grad():
+            running_mean.mul_(0.9).add_(x.mean(0), alpha=0.1)
             for layer in layers:
                 x = torch.nn.functional.gelu(layer(x))
-            return x * scale
+            return x
 
     return forward
 
 
 @exercise("Exercise 3: did it really graph?",
-          "reduce-overhead silently falls back to launching kernels one by one when an input lives on the CPU; "
-          "move `scale` to the GPU before calling the compiled function, and check for cudaGraphLaunch in a trace.")
+          "reduce-overhead silently falls back to launching kernels one by one when the function mutates an "
+          "input it does not own; return the new running mean from the compiled function and copy it into the "
+          "caller's tensor outside it. Check for cudaGraphLaunch in a trace.")
 def check_really_graphed(make_graphed: Callable) -> str:
     import torch
 
-    fn = scaled_mlp()
-    run = make_graphed(fn)
-    x = torch.randn(8, 256, device="cuda")
+    run = make_graphed(mlp_with_running_mean())
+    eager = mlp_with_running_mean()  # same seed, same weights
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    yours, expected = torch.zeros(256, device="cuda"), torch.zeros(256, device="cuda")
     skips_before = compat.cudagraph_skips()
-    for value in (0.5, 1.5, 2.0, 3.0, 0.25):
-        scale = torch.tensor(value)  # arrives on the CPU, as a config value would
-        got = run(x, scale)
-        want = fn(x, scale.cuda())
+    for call in range(5):
+        x = torch.randn(8, 256, device="cuda", generator=gen)
+        got = run(x, yours)
+        want = eager(x, expected)
         if not torch.allclose(got, want, rtol=1e-3, atol=1e-4):
-            raise CheckFailed(f"with scale {value} your output differs from the eager function's")
+            raise CheckFailed(f"call {call + 1}: your output differs from the eager function's")
+        if not torch.allclose(yours, expected, rtol=1e-4, atol=1e-6):
+            raise CheckFailed(f"call {call + 1}: your running_mean differs from the eager function's; it must be "
+                              "updated in place, as the original does")
     skips = compat.cudagraph_skips() - skips_before
-    events = trace.record(lambda: run(x, torch.tensor(1.0)), calls=1)
+    x = torch.randn(8, 256, device="cuda", generator=gen)
+    events = trace.record(lambda: run(x, yours), calls=1)
     graph_launches = trace.count(events, {"cuda_runtime"}, "cudaGraphLaunch")
     kernel_launches = trace.count(events, {"cuda_runtime"}, "cudaLaunchKernel")
     line = (f"{skips} CUDA-graph skips; one call made {graph_launches} cudaGraphLaunch and {kernel_launches} "
