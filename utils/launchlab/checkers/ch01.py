@@ -29,8 +29,8 @@ extern "C" __global__ void conv5(const float* x, float* y, int n) {
 }
 """
 FIGURE_TOLERANCE = 0.35  # two back-to-back measurements of one launch figure differ by up to ~20%
-# Steps of 2, so that a factor of 2 either way is one step: near the crossover, sizes that fit in L2 run
-# faster and vary from run to run.
+# Steps of 2. Near the crossover, sizes that fit in the L2 cache run faster and vary from run to run, so two
+# sweeps a few seconds apart can disagree by two steps: a factor of 4 either way is allowed.
 SWEEP_SIZES = [2**k for k in range(4, 27)]
 
 
@@ -52,18 +52,30 @@ def check_launch_figures(measure_launch_figures: Callable[[Callable[[], object]]
         kernel((1,), (1,), ())
 
     launch()
+
+    def reference_figures() -> dict[str, float]:
+        return {
+            "enqueue_us": timing.enqueue_us(launch).median_us,
+            "throughput_us": timing.launch_throughput_us(launch).median_us,
+            "sync_latency_us": timing.sync_latency_us(launch, repeats=300).median_us,
+        }
+
+    # Measured before and after yours: the host's speed drifts by tens of percent over seconds, so yours is
+    # compared with whichever of the two is closer.
+    before = reference_figures()
     yours = measure_launch_figures(launch)
+    after = reference_figures()
     if not isinstance(yours, dict):
         raise CheckFailed(f"measure_launch_figures returned {type(yours).__name__}; return a dict")
-    expected = {
-        "enqueue_us": timing.enqueue_us(launch).median_us,
-        "throughput_us": timing.launch_throughput_us(launch).median_us,
-        "sync_latency_us": timing.sync_latency_us(launch, repeats=300).median_us,
-    }
-    missing = set(expected) - set(yours)
+    missing = set(before) - set(yours)
     if missing:
-        raise CheckFailed(f"your dict lacks {sorted(missing)}; it needs {sorted(expected)}")
-    return "; ".join(within(_number(yours[k], k), v, FIGURE_TOLERANCE, k) for k, v in expected.items())
+        raise CheckFailed(f"your dict lacks {sorted(missing)}; it needs {sorted(before)}")
+    lines = []
+    for key in before:
+        value = _number(yours[key], key)
+        closer = min((before[key], after[key]), key=lambda ref: abs(value - ref) / ref)
+        lines.append(within(value, closer, FIGURE_TOLERANCE, key))
+    return "; ".join(lines)
 
 
 def axpy_runner(n: int) -> Callable[[], None]:
@@ -103,8 +115,8 @@ def check_crossover(find_crossover: Callable[[Callable[[int], Callable[[], None]
     yours = _number(find_crossover(axpy_runner), "your crossover")
     expected = reference_crossover(axpy_runner)
     ratio = yours / expected
-    line = f"your crossover {int(yours):,} elements, the checker's {expected:,} (ratio {ratio:.2f}, 0.5 to 2 allowed)"
-    if not 0.5 <= ratio <= 2:
+    line = f"your crossover {int(yours):,} elements, the checker's {expected:,} (ratio {ratio:.2f}, 0.25 to 4 allowed)"
+    if not 0.25 <= ratio <= 4:
         raise CheckFailed(line)
     return line
 
