@@ -17,14 +17,15 @@ LAB_ARGS ?=
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 PY_VERSION ?= 3.12
 
-.PHONY: lab test test-cpu test-gpu reference labs lint wheelhouse clean
+.PHONY: lab test test-cpu test-gpu reference labs lint site wheelhouse clean
 
 $(VENV)/.installed: pyproject.toml utils/bootstrap.sh
 	utils/bootstrap.sh $(VENV)
 	touch $@
 
+# Opens on the start page: the syllabus, with links to every lecture, lab and solution.
 lab: $(SETUP)
-	$(PY) -m jupyter lab --ServerApp.root_dir=$(CURDIR) $(ROOT_ARGS) $(LAB_ARGS)
+	$(PY) -m jupyter lab notebooks/00_index.ipynb --ServerApp.root_dir=$(CURDIR) $(ROOT_ARGS) $(LAB_ARGS)
 
 # Every test this machine can run: the CPU tier always, the GPU tier too when a CUDA GPU is present.
 test: $(SETUP)
@@ -37,6 +38,7 @@ lint: $(SETUP)
 
 test-cpu: $(SETUP) lint
 	$(PY) -m launchlab.labs --check
+	$(PY) -m launchlab.syllabus --check
 	$(PYTEST) tests $(NBVAL) -m "not gpu"
 
 test-gpu: $(SETUP)
@@ -47,6 +49,17 @@ reference: $(SETUP)
 
 labs: $(SETUP)
 	$(PY) -m launchlab.labs
+	$(PY) -m launchlab.syllabus
+
+# The reading site in _build/html, from notebooks/ and solutions/ with their stored outputs, never executed;
+# the table of contents is written from the notebooks on disk; any warning (a broken page) fails the build.
+site: $(SETUP)
+	@$(PY) -c "import jupyter_book" 2>/dev/null || $(PY) -m pip install -q "jupyter-book>=1.0.4,<2"
+	$(PY) -m launchlab.site_toc _build/_toc.yml
+	rm -rf _build/html _build/.doctrees _build/jupyter_execute
+	$(PY) -c "from jupyter_book.cli.main import main; main()" build . --config site/_config.yml \
+	  --toc _build/_toc.yml --path-output . --warningiserror --keep-going
+	@echo "the site is in _build/html (open index.html)"
 
 # Wheels an offline GPU machine needs for the tiers when its Python already has torch, CuPy and matplotlib.
 wheelhouse:

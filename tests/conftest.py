@@ -22,3 +22,11 @@ def results_dir(tmp_path, monkeypatch) -> Path:
     """A private results directory, so tests never touch the learner's runs/."""
     monkeypatch.setenv("LAUNCHLAB_RESULTS_DIR", str(tmp_path / "runs"))
     return tmp_path / "runs"
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test item, so fixtures can see whether the test failed."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report

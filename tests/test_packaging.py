@@ -24,6 +24,6 @@ def test_environment_yml_matches_pyproject(root):
 
 def test_makefile_has_the_documented_targets(root):
     makefile = (root / "Makefile").read_text()
-    for target in ("lab", "test", "test-cpu", "test-gpu", "reference", "labs", "wheelhouse"):
+    for target in ("lab", "test", "test-cpu", "test-gpu", "reference", "labs", "site", "wheelhouse"):
         assert re.search(rf"^{target}:", makefile, re.MULTILINE), target
     assert "make test" in (root / ".ci" / "run").read_text()

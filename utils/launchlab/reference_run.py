@@ -22,7 +22,7 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
-from . import labs
+from . import labs, syllabus
 from .env import environment, gpu_count, gpu_slug, library_version, repo_root
 from .notebooks import code_sources, course_notebooks, needs_gpus, source_sha256
 
@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         run = collect_run(Path(results_dir), root / "runs" / "reference")
     report_path = write_report(root, paths, results, run)
     labs.generate(root)
+    syllabus.generate(root)  # the start page shows each chapter's run time from the report
     failed = sum(r["failed"] for r in results.values())
     bad_claims = [k for k, v in run.get("claims", {}).items() if not v]
     print(f"wrote {report_path.relative_to(root)}: {len(paths)} notebooks, {failed} failed cells, "

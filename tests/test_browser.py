@@ -1,0 +1,245 @@
+"""The course as a learner sees it: JupyterLab in headless Chromium, driven by Playwright.
+
+JupyterLab runs from the course environment on loopback with a token and a free port, over a copy of the
+notebooks. Every wait is bounded, and JupyterLab is stopped whatever happens. Screenshots of the verdicts
+go to runs/browser/ (or $LAUNCHLAB_RESULTS_DIR/browser/). Without Chromium or Playwright the tests skip,
+unless LAUNCHLAB_REQUIRE_BROWSER=1 (CI sets it), where they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from launchlab.results import results_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB = "labs/03_torch_compile_graph_breaks.ipynb"
+LECTURE = "notebooks/02_pytorch_dispatch.ipynb"
+START = "notebooks/00_index.ipynb"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+WAIT_MS = 60_000
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
+
+
+def _require_browser() -> None:
+    missing = []
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing.append("Playwright for Python (pip install playwright)")
+    if not CHROMIUM:
+        missing.append("Chromium (apt-get install chromium)")
+    if missing:
+        message = "browser tests need " + " and ".join(missing)
+        if os.environ.get("LAUNCHLAB_REQUIRE_BROWSER") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory):
+    """A JupyterLab server over a copy of one lab and one lecture: (base URL, token)."""
+    _require_browser()
+    work = tmp_path_factory.mktemp("course")
+    for rel in (LAB, LECTURE, START):
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, work / rel)
+    # Render every cell, not only those in view, so that the test can find any cell.
+    settings = work / ".settings" / "@jupyterlab"
+    (settings / "notebook-extension").mkdir(parents=True)
+    (settings / "notebook-extension" / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    # No "get notified about Jupyter news?" toast over the screenshots.
+    (settings / "apputils-extension").mkdir(parents=True)
+    (settings / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {**os.environ, "LAUNCHLAB_ROOT": str(ROOT), "LAUNCHLAB_STRICT": "0",
+           "LAUNCHLAB_RESULTS_DIR": str(work / "runs"), "JUPYTER_RUNTIME_DIR": str(work / ".runtime")}
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
+           f"--LabApp.user_settings_dir={work / '.settings'}", f"--LabApp.workspaces_dir={work / '.workspaces'}",
+           "--LabApp.news_url=None",
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    log = open(work / "jupyterlab.log", "w")  # noqa: SIM115  (closed in the finally below)
+    server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=work)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"JupyterLab exited with {server.returncode}:\n{(work / 'jupyterlab.log').read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("JupyterLab did not answer within 60 s:\n" + (work / "jupyterlab.log").read_text()[-3000:])
+            time.sleep(0.5)
+        yield base, token
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=15)
+        log.close()
+
+
+@pytest.fixture
+def page(jupyterlab):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+            tab.set_default_timeout(WAIT_MS)
+            yield tab
+        finally:
+            browser.close()
+
+
+def _screenshot_dir() -> Path:
+    path = results_dir() / "browser"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _cell_index(rel: str, needle: str) -> int:
+    """Index (among all cells) of the first code cell whose source contains needle."""
+    nb = nbformat.read(ROOT / rel, as_version=4)
+    return next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and needle in c.source)
+
+
+def _open(page, jupyterlab, rel: str):
+    base, token = jupyterlab
+    page.goto(f"{base}/lab/tree/{rel}?token={token}")
+    visible = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook's own tab, not one restored behind it
+    page.locator(f"{visible} .jp-Notebook .jp-Cell").first.wait_for()
+    page.locator(f"{visible} .jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for()
+    return page.locator(f"{visible} .jp-Notebook .jp-Cell")
+
+
+def _run(page, cell) -> None:
+    """Run one cell and wait until it has finished (its prompt shows a new execution count)."""
+    prompt = cell.locator(".jp-InputPrompt").first
+    before = prompt.inner_text().strip()
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while True:
+        cell.locator(".jp-InputArea").click()
+        page.keyboard.press("Escape")         # command mode: Shift+Enter then runs the whole cell
+        page.keyboard.press("Shift+Enter")
+        # A press sent before the kernel is ready is lost: if the cell has not even queued ([*]), press again.
+        for _ in range(20):
+            now = prompt.inner_text().strip()
+            if now != before:
+                break
+            page.wait_for_timeout(250)
+        if now != before or time.monotonic() > deadline:
+            break
+    while "*" in prompt.inner_text() or prompt.inner_text().strip() == before:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"a cell did not finish within {WAIT_MS / 1000:.0f} s (prompt {prompt.inner_text()!r})")
+        page.wait_for_timeout(250)
+
+
+def _type_into(page, cell, text: str) -> None:
+    cell.locator(".cm-content").click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(text)       # inserted as is: no auto-indent from the editor
+
+
+RIGHT = """def run_all(fn, inputs, backend):
+    compiled = torch.compile(fn, backend=backend, dynamic=True)
+    return [compiled(x) for x in inputs]"""
+WRONG = """def run_all(fn, inputs, backend):
+    compiled = torch.compile(fn, backend=backend)
+    return [compiled(x) for x in inputs]"""
+
+
+@pytest.fixture
+def shot_on_failure(page, request):
+    """A screenshot of the whole page when a test fails, to see what the learner would have seen."""
+    yield
+    if getattr(request.node, "rep_call", None) is None or request.node.rep_call.failed:
+        page.screenshot(path=str(_screenshot_dir() / f"FAILED_{request.node.name}.png"))
+
+
+def test_a_learner_answers_an_exercise_and_sees_the_verdict(page, jupyterlab, shot_on_failure):
+    cells = _open(page, jupyterlab, LAB)
+    setup = cells.nth(_cell_index(LAB, "from launchlab.checkers import ch03 as check"))
+    answer = cells.nth(_cell_index(LAB, "def run_all"))
+    checker = cells.nth(_cell_index(LAB, "check.check_recompiles"))
+    shots = _screenshot_dir()
+    _run(page, setup)
+
+    _type_into(page, answer, RIGHT)
+    _run(page, answer)
+    _run(page, checker)
+    verdict = checker.locator(".jp-OutputArea-output").filter(has_text="PASS [Exercise 2: the recompile hunt]")
+    verdict.wait_for()
+    assert "2 compiles for 10 shapes" in verdict.inner_text()
+    checker.screenshot(path=str(shots / "lab03_exercise2_pass.png"))
+
+    _type_into(page, answer, WRONG)
+    _run(page, answer)
+    _run(page, checker)
+    failed = checker.locator(".jp-OutputArea-output").filter(has_text="FAIL [Exercise 2: the recompile hunt]")
+    failed.wait_for()
+    shown = checker.locator(".jp-OutputArea").inner_text()
+    assert "Hint:" in shown and "dynamic=True" in shown
+    assert "Traceback" not in shown and checker.locator(".jp-OutputArea-output[data-mime-type*='error']").count() == 0
+    checker.screenshot(path=str(shots / "lab03_exercise2_fail.png"))
+
+
+def test_a_reader_sees_the_stored_reference_outputs_without_running_anything(page, jupyterlab, shot_on_failure):
+    cells = _open(page, jupyterlab, LECTURE)
+    outputs = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output")
+    plot = outputs.locator("img").first
+    plot.wait_for()
+    assert plot.evaluate("img => img.complete && img.naturalWidth > 100")
+    table = outputs.filter(has_text="reference GPU").first
+    assert "eager_gpu_idle_fraction" in table.inner_text()
+    # Nothing ran: every prompt still shows the reference run's execution count, none is pending.
+    assert page.locator(".jp-InputPrompt", has_text="[*]").count() == 0
+    assert cells.count() > 10
+    plot.scroll_into_view_if_needed()
+    page.screenshot(path=str(_screenshot_dir() / "lecture02_stored_plot.png"))
+    table.scroll_into_view_if_needed()
+    page.screenshot(path=str(_screenshot_dir() / "lecture02_stored_table.png"))
+
+
+def test_the_start_page_opens_a_lab_from_its_syllabus(page, jupyterlab, shot_on_failure):
+    base, token = jupyterlab
+    page.goto(f"{base}/lab/tree/{START}?token={token}")
+    visible = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+    page.locator(f"{visible} .jp-RenderedMarkdown table").first.wait_for()
+    row = page.locator(f"{visible} .jp-RenderedMarkdown tr", has_text="torch.compile and graph breaks")
+    row.locator("a").nth(1).click()  # lecture, lab, solution: the lab
+    page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown h1",
+                 has_text="Lab 03").first.wait_for()
+    page.screenshot(path=str(_screenshot_dir() / "start_page_opened_lab03.png"))

@@ -1,0 +1,42 @@
+"""The reading site's table of contents, written from the notebooks on disk so it cannot drift from them.
+
+`python -m launchlab.site_toc PATH` writes it (make site does, into _build/); lectures then solutions.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .env import repo_root
+from .notebooks import course_notebooks
+
+
+def toc_text(root: Path | None = None) -> str:
+    """A jb-book table of contents: the README as the landing page, lectures, then solutions."""
+    root = root or repo_root()
+    lines = ["# Written by `python -m launchlab.site_toc` from the notebooks on disk.", "format: jb-book",
+             "root: README", "parts:"]
+    for folder, caption in (("notebooks", "Lectures"), ("solutions", "Solutions")):
+        files = course_notebooks(root, dirs=(folder,))
+        if files:
+            lines += [f"  - caption: {caption}", "    chapters:"]
+            lines += [f"      - file: {folder}/{p.stem}" for p in files]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: write the table of contents to the path given."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m launchlab.site_toc PATH", file=sys.stderr)
+        return 2
+    path = Path(args[0])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(toc_text(), encoding="utf-8")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

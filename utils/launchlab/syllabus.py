@@ -1,0 +1,144 @@
+"""The course's start page, notebooks/00_index.ipynb, generated from the chapters present and the reference run.
+
+Run `python -m launchlab.syllabus` to regenerate it (`make labs` does), `--check` to only compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from .env import repo_root
+from .notebooks import INDEX
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One chapter as the syllabus shows it."""
+
+    number: str
+    title: str
+    measures: str
+    needs: str
+
+
+CHAPTERS = [
+    Chapter("00", "Measuring GPU time", "asynchrony, warm-up, CUDA events, noise, the library timers against a "
+            "kernel that reports its own duration", "one CUDA GPU; CuPy"),
+    Chapter("01", "Launch cost with CuPy RawKernels", "enqueue cost, launch throughput, launch + sync latency, "
+            "first-call (JIT) cost, the size where launches stop dominating, a fused conv1d chain",
+            "one CUDA GPU; CuPy, cuda.core"),
+    Chapter("02", "PyTorch dispatch overhead", "one operator split into Python, dispatcher and launch; sync "
+            "points; the overhead-bound batch range; GPU bubbles read from a profiler trace",
+            "sections 1-2 and labs 1-3 run on a CPU; the rest one CUDA GPU"),
+    Chapter("03", "torch.compile and graph breaks", "kernels fused, breaks counted and fixed, fragmentation, "
+            "recompiles over ten shapes, whether reduce-overhead really graphed",
+            "all but section 6 and lab 3 run on a CPU; one CUDA GPU for CUDA graphs"),
+    Chapter("04", "CUDA graphs by stream capture", "capture, replay, update; static buffers, forbidden calls, "
+            "memory pools, graph caches", "one CUDA GPU; CuPy, PyTorch, cuda.core, Triton"),
+    Chapter("05", "Multi-stream fork/join capture", "a DAG captured across streams, drawn, and the concurrency "
+            "it buys", "one CUDA GPU"),
+    Chapter("06", "Device-side graph launch", "fire-and-forget and tail launch, a GPU-resident scheduler, "
+            "conditional nodes, against host launch", "one CUDA GPU with device graph launch (CUDA 12.4+)"),
+    Chapter("07", "Capstone: the overhead ladder", "one decode loop from eager to whole-loop graphs, every rung "
+            "against the GPU-busy limit", "one CUDA GPU"),
+    Chapter("08", "Graphs across GPUs", "collectives in compiled regions and CUDA graphs; symmetric ranks",
+            "two CUDA GPUs (the gloo parts run on a CPU)"),
+]
+
+
+def _stem(root: Path, number: str) -> str | None:
+    found = sorted(p.stem for p in (root / "notebooks").glob(f"{number}_*.ipynb") if p.name != INDEX)
+    return found[0] if found else None
+
+
+def _seconds(report: dict | None, path: str) -> float | None:
+    entry = (report or {}).get("notebooks", {}).get(path)
+    return entry.get("seconds") if entry else None
+
+
+def _reference(root: Path) -> dict | None:
+    reports = sorted((root / "reports" / "gpu").glob("*.json"))
+    return json.loads(reports[0].read_text(encoding="utf-8")) if reports else None
+
+
+def index_cells(root: Path) -> list[str]:
+    """The markdown of the start page: how to work, then one row per chapter."""
+    report = _reference(root)
+    gpu = report.get("gpu") if report else None
+    rows = ["| # | chapter | what you measure | needs | runs (reference GPU) | lecture | lab | solution |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for ch in CHAPTERS:
+        stem = _stem(root, ch.number)
+        if stem is None:
+            rows.append(f"| {ch.number} | {ch.title} | {ch.measures} | {ch.needs} | not in this checkout yet | | | |")
+            continue
+        times = [_seconds(report, f"{d}/{stem}.ipynb") for d in ("notebooks", "solutions")]
+        runs = " + ".join(f"{t:.0f} s" for t in times if t is not None) or "not run yet"
+        links = [f"[open]({stem}.ipynb)"] + [
+            f"[open](../{d}/{stem}.ipynb)" if (root / d / f"{stem}.ipynb").exists() else "-" for d in ("labs", "solutions")]
+        rows.append(f"| {ch.number} | {ch.title} | {ch.measures} | {ch.needs} | {runs} | " + " | ".join(links) + " |")
+    intro = f"""# LaunchLab: where the time goes between "launch this kernel" and "the GPU did it"
+
+Start here. Each chapter is a **lecture** (read it, run it: every figure is measured on your GPU and shown
+beside the course's reference run), a **lab** (exercises, each ending in a checker that measures its own
+reference on your machine) and its **solution**. Work through them in order; each builds on the last.
+
+- Run a lecture top to bottom first (Run > Run All Cells). Cells tagged `gpu` need a CUDA GPU: without
+  one they print a one-line note, and the stored outputs show the reference run.
+- In a lab, replace each `raise NotImplementedError(...)` line with your code, run the cell, then run the
+  checker cell below it: it prints `PASS` or `FAIL` with a hint.
+- Run times below are from the reference run{f' on an {gpu}' if gpu else ''} (lecture + solution)."""
+    syllabus = "## Syllabus\n\n" + "\n".join(rows)
+    after = """## When something disagrees
+
+A `CLAIM DID NOT HOLD` line means your GPU measured something the course did not expect: compare your
+figures with the reference column the notebook prints, and note your GPU, driver and what else was running.
+`make test` runs the course's own tests; `make reference` re-runs every notebook and writes a report for
+your GPU into `reports/gpu/`."""
+    return [intro, syllabus, after]
+
+
+def index_notebook(root: Path | None = None) -> nbformat.NotebookNode:
+    """The start page as a notebook of markdown cells only (nothing to run, so nothing can fail)."""
+    root = root or repo_root()
+    nb = nbformat.v4.new_notebook()
+    nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+                   "language_info": {"name": "python"}}
+    nb.cells = [nbformat.v4.new_markdown_cell(text) for text in index_cells(root)]
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"index-{i}"
+    return nb
+
+
+def generate(root: Path | None = None, check: bool = False) -> bool:
+    """Write notebooks/00_index.ipynb (or, with check, only compare); return whether it differed."""
+    root = root or repo_root()
+    path = root / "notebooks" / INDEX
+    text = nbformat.writes(index_notebook(root), version=4) + "\n"
+    current = path.read_text(encoding="utf-8") if path.exists() else None
+    if current != text and not check:
+        path.write_text(text, encoding="utf-8")
+    return current != text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: regenerate the start page, or check that it is current."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--check", action="store_true", help="only report whether the start page is out of date")
+    args = parser.parse_args(argv)
+    differs = generate(check=args.check)
+    if args.check and differs:
+        print(f"notebooks/{INDEX} is out of date (run `make labs`)", file=sys.stderr)
+        return 1
+    print(f"notebooks/{INDEX} " + ("regenerated" if differs else "is current"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
