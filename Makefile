@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml utils/bootstrap.sh
 
 # Opens on the start page: the syllabus, with links to every lecture, lab and solution.
 lab: $(SETUP)
-	$(PY) -m jupyter lab notebooks/00_index.ipynb --ServerApp.root_dir=$(CURDIR) $(ROOT_ARGS) $(LAB_ARGS)
+	$(PY) -m jupyter lab START_HERE.ipynb --ServerApp.root_dir=$(CURDIR) $(ROOT_ARGS) $(LAB_ARGS)
 
 # Every test this machine can run: the CPU tier always, the GPU tier too when a CUDA GPU is present.
 test: $(SETUP)

@@ -27,7 +27,7 @@ from launchlab.results import results_dir
 ROOT = Path(__file__).resolve().parents[1]
 LAB = "labs/03_torch_compile_graph_breaks.ipynb"
 LECTURE = "notebooks/02_pytorch_dispatch.ipynb"
-START = "notebooks/00_index.ipynb"
+START = "START_HERE.ipynb"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WAIT_MS = 60_000
 

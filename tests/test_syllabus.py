@@ -5,20 +5,21 @@ import re
 import nbformat
 
 from launchlab import site_toc, syllabus
-from launchlab.notebooks import INDEX, course_notebooks
+from launchlab.notebooks import course_notebooks
+from launchlab.syllabus import START_PAGE
 
 LINK = re.compile(r"\]\(([^)]+\.ipynb)\)")
 
 
 def test_the_start_page_is_current_and_runs_nothing(root):
-    assert not syllabus.generate(root, check=True), "run `make labs` to regenerate notebooks/00_index.ipynb"
-    nb = nbformat.read(root / "notebooks" / INDEX, as_version=4)
+    assert not syllabus.generate(root, check=True), f"run `make labs` to regenerate {START_PAGE}"
+    nb = nbformat.read(root / START_PAGE, as_version=4)
     assert all(c.cell_type == "markdown" for c in nb.cells)
 
 
 def test_the_start_page_links_every_chapter_file_and_nothing_missing(root):
-    text = "\n".join(c.source for c in nbformat.read(root / "notebooks" / INDEX, as_version=4).cells)
-    targets = {(root / "notebooks" / link).resolve() for link in LINK.findall(text)}
+    text = "\n".join(c.source for c in nbformat.read(root / START_PAGE, as_version=4).cells)
+    targets = {(root / link).resolve() for link in LINK.findall(text)}
     assert all(t.exists() for t in targets), [str(t) for t in targets if not t.exists()]
     on_disk = {p.resolve() for p in course_notebooks(root, dirs=("notebooks", "labs", "solutions"))}
     assert on_disk <= targets, f"not linked from the start page: {sorted(map(str, on_disk - targets))}"
@@ -30,8 +31,7 @@ def test_a_chapter_not_yet_written_is_listed_as_such(tmp_path):
     assert text.count("not in this checkout yet") == len(syllabus.CHAPTERS)
 
 
-def test_the_site_lists_every_lecture_and_solution_but_not_the_start_page(root):
+def test_the_site_lists_every_lecture_and_solution(root):
     toc = site_toc.toc_text(root)
     for path in course_notebooks(root):
         assert f"file: {path.parent.name}/{path.stem}" in toc
-    assert "00_index" not in toc

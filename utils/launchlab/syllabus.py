@@ -1,4 +1,7 @@
-"""The course's start page, notebooks/00_index.ipynb, generated from the chapters present and the reference run.
+"""The course's start page, START_HERE.ipynb, generated from the chapters present and the reference run.
+
+It sits beside the README, not in notebooks/: it is not a lecture, has nothing to run, and links to the
+lecture, lab and solution of every chapter.
 
 Run `python -m launchlab.syllabus` to regenerate it (`make labs` does), `--check` to only compare.
 """
@@ -14,7 +17,8 @@ from pathlib import Path
 import nbformat
 
 from .env import repo_root
-from .notebooks import INDEX
+
+START_PAGE = "START_HERE.ipynb"
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ CHAPTERS = [
 
 
 def _stem(root: Path, number: str) -> str | None:
-    found = sorted(p.stem for p in (root / "notebooks").glob(f"{number}_*.ipynb") if p.name != INDEX)
+    found = sorted(p.stem for p in (root / "notebooks").glob(f"{number}_*.ipynb"))
     return found[0] if found else None
 
 
@@ -80,8 +84,8 @@ def index_cells(root: Path) -> list[str]:
             continue
         times = [_seconds(report, f"{d}/{stem}.ipynb") for d in ("notebooks", "solutions")]
         runs = " + ".join(f"{t:.0f} s" for t in times if t is not None) or "not run yet"
-        links = [f"[open]({stem}.ipynb)"] + [
-            f"[open](../{d}/{stem}.ipynb)" if (root / d / f"{stem}.ipynb").exists() else "-" for d in ("labs", "solutions")]
+        links = [f"[open]({d}/{stem}.ipynb)" if (root / d / f"{stem}.ipynb").exists() else "-"
+                 for d in ("notebooks", "labs", "solutions")]
         rows.append(f"| {ch.number} | {ch.title} | {ch.measures} | {ch.needs} | {runs} | " + " | ".join(links) + " |")
     intro = f"""# LaunchLab: where the time goes between "launch this kernel" and "the GPU did it"
 
@@ -117,9 +121,9 @@ def index_notebook(root: Path | None = None) -> nbformat.NotebookNode:
 
 
 def generate(root: Path | None = None, check: bool = False) -> bool:
-    """Write notebooks/00_index.ipynb (or, with check, only compare); return whether it differed."""
+    """Write START_HERE.ipynb (or, with check, only compare); return whether it differed."""
     root = root or repo_root()
-    path = root / "notebooks" / INDEX
+    path = root / START_PAGE
     text = nbformat.writes(index_notebook(root), version=4) + "\n"
     current = path.read_text(encoding="utf-8") if path.exists() else None
     if current != text and not check:
@@ -134,9 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     differs = generate(check=args.check)
     if args.check and differs:
-        print(f"notebooks/{INDEX} is out of date (run `make labs`)", file=sys.stderr)
+        print(f"{START_PAGE} is out of date (run `make labs`)", file=sys.stderr)
         return 1
-    print(f"notebooks/{INDEX} " + ("regenerated" if differs else "is current"))
+    print(f"{START_PAGE} " + ("regenerated" if differs else "is current"))
     return 0
 
 
