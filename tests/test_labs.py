@@ -95,3 +95,11 @@ def test_failed_check_raises_under_strict(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "1")
     with pytest.raises(CheckFailed, match="Exercise 9"):
         make_checker()(lambda x: x)
+
+
+def test_within_factor_accepts_inside_and_rejects_outside():
+    from launchlab.labs import CheckFailed, within_factor
+
+    assert "ratio 2.00, 0.5 to 2 allowed" in within_factor(2048, 1024, 2, "flat until batch")
+    with pytest.raises(CheckFailed, match="ratio 0.25"):
+        within_factor(256, 1024, 2, "flat until batch")

@@ -170,6 +170,15 @@ def within(measured: float, expected: float, tolerance: float, what: str) -> str
     return line
 
 
+def within_factor(yours: float, expected: float, factor: float, what: str) -> str:
+    """A detail line if yours is within `factor` times expected either way, else raise CheckFailed."""
+    ratio = yours / expected
+    line = f"{what}: yours {yours:,.4g}, the checker's {expected:,.4g} (ratio {ratio:.2f}, {1 / factor:g} to {factor:g} allowed)"
+    if not 1 / factor <= ratio <= factor:
+        raise CheckFailed(line)
+    return line
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: regenerate labs/ (default) or check that they are current."""
     parser = argparse.ArgumentParser(description=__doc__)

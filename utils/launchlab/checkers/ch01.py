@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 
 from .. import timing
-from ..labs import CheckFailed, exercise, within
+from ..labs import CheckFailed, exercise, within, within_factor
 
 EMPTY_SOURCE = 'extern "C" __global__ void empty() { }'
 AXPY_SOURCE = r"""
@@ -114,11 +114,7 @@ def reference_crossover(make_run: Callable[[int], Callable[[], None]]) -> int:
 def check_crossover(find_crossover: Callable[[Callable[[int], Callable[[], None]]], int]) -> str:
     yours = _number(find_crossover(axpy_runner), "your crossover")
     expected = reference_crossover(axpy_runner)
-    ratio = yours / expected
-    line = f"your crossover {int(yours):,} elements, the checker's {expected:,} (ratio {ratio:.2f}, 0.25 to 4 allowed)"
-    if not 0.25 <= ratio <= 4:
-        raise CheckFailed(line)
-    return line
+    return within_factor(yours, expected, 4, "crossover (elements)")
 
 
 @exercise("Exercise 3: take the compiler off the first launch",

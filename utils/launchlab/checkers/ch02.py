@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import timing, trace
-from ..labs import CheckFailed, exercise
+from ..labs import CheckFailed, exercise, within_factor
 
 LABELS = ("overhead", "bandwidth", "compute")
 # Host round trips a loop must not make: the aten ops behind .item(), bool(tensor) and .tolist().
@@ -303,8 +303,4 @@ def check_flat_until(find_flat_until: Callable[[Callable[[int], Callable[[], obj
     if not isinstance(yours, int) or isinstance(yours, bool) or yours < 1:
         raise CheckFailed(f"find_flat_until returned {yours!r}; return a batch size (a positive int)")
     expected = reference_flat_until(make_mlp_step)
-    ratio = yours / expected
-    line = f"yours: flat until batch {yours}, the checker's {expected} (ratio {ratio:.2f}, 0.5 to 2 allowed)"
-    if not 0.5 <= ratio <= 2:
-        raise CheckFailed(line)
-    return line
+    return within_factor(yours, expected, 2, "flat until batch")
