@@ -24,10 +24,10 @@ STEP = [
 ]
 
 
-def test_annotation_window_runs_to_the_end_of_the_gpu_work_it_started():
-    assert trace.annotation_window(STEP, "step") == (0, 50)
+def test_the_window_of_a_range_runs_to_the_end_of_the_gpu_work_it_started():
+    assert trace.work_of_range(STEP, "step")[1] == (0, 50)
     late = [*STEP, event("k4", "kernel", 48, 12)]
-    assert trace.annotation_window(late, "step") == (0, 60)
+    assert trace.work_of_range(late, "step")[1] == (0, 60)
 
 
 def test_busy_time_is_a_union_and_gaps_include_the_lead_in():
@@ -87,7 +87,7 @@ def test_reads_a_real_profiler_export(tmp_path):
     path = tmp_path / "cpu.json"
     prof.export_chrome_trace(str(path))
     events = trace.load_events(path)
-    start, end = trace.annotation_window(events, "step")
+    _, (start, end) = trace.work_of_range(events, "step")
     assert end > start
     assert any(i.name.startswith("aten::") for i in trace.timeline_rows(events, (start, end))["CPU: aten ops"])
 

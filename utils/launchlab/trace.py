@@ -106,11 +106,6 @@ def work_of_range(events: Sequence[dict], name: str) -> tuple[list[Interval], tu
     return mine, (cpu.start_us, max([cpu.end_us, *(i.end_us for i in mine)]))
 
 
-def annotation_window(events: Sequence[dict], name: str) -> tuple[float, float]:
-    """The window of the CPU range `name`: see work_of_range."""
-    return work_of_range(events, name)[1]
-
-
 def busy_and_gaps(gpu: Sequence[Interval], window: tuple[float, float]) -> tuple[float, list[float]]:
     """Busy time (the union of the intervals, so overlapping streams count once) and every idle gap."""
     lo, hi = window

@@ -157,6 +157,8 @@ def check_classify(classify: Callable[[dict, float], str]) -> str:
     lines, wrong = [], []
     for letter, truth in zip("ABC", names, strict=True):
         yours = classify({k: list(v) for k, v in sweeps[truth].items()}, balance)
+        if yours not in LABELS:
+            raise CheckFailed(f"classify returned {yours!r} for workload {letter}; return one of {LABELS}")
         expected = reference_classify(sweeps[truth], balance)
         lines.append(f"workload {letter}: yours {yours!r}, expected {expected!r}")
         if yours != expected:

@@ -194,7 +194,7 @@ def check_really_graphed(make_graphed: Callable) -> str:
 
 # ---- exercise 4: a break that must stay ------------------------------------------------------------------
 
-def audited_step_source_model():
+def audited_weights():
     """The weights of the audited step."""
     import torch
 
@@ -218,7 +218,7 @@ def check_isolated_break(make_step: Callable) -> str:
     import torch
     from torch._dynamo.testing import CompileCounter
 
-    w = audited_step_source_model()
+    w = audited_weights()
     gen = torch.Generator().manual_seed(11)
     xs = [torch.randn(4, 32, generator=gen) for _ in range(3)]
     want_audit: list = []
