@@ -213,3 +213,79 @@ def test_lab03_graph_check_rejects_a_silent_fallback(monkeypatch):
 
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     assert not ch03.check_really_graphed(lambda fn: torch.compile(fn, mode="reduce-overhead"))
+
+
+# Lab 04's exercises 2 and 4 run on a CPU: the natural first attempts fail them there.
+def test_lab04_cpu_checkers_reject_plausible_wrong_answers(monkeypatch):
+    from launchlab.checkers import ch04
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+
+    def next_power_of_two(batch, buckets):
+        bucket = 1 << (batch - 1).bit_length()  # right only for power-of-two buckets
+        return bucket if bucket <= max(buckets) else None
+
+    def first_that_fits(batch, buckets):
+        return next((b for b in buckets if b >= batch), None)  # assumes sorted buckets
+
+    def clip_always(g, max_norm):
+        return g * (max_norm / g.norm())  # scales short vectors up too
+
+    assert not ch04.check_bucket_for(next_power_of_two)
+    assert not ch04.check_bucket_for(first_that_fits)
+    assert not ch04.check_bucket_for(lambda batch, buckets: max(buckets))
+    assert not ch04.check_clip_without_sync(clip_always)
+
+
+@pytest.mark.gpu
+def test_lab04_gpu_checkers_reject_plausible_wrong_answers(monkeypatch):
+    import numpy as np
+    import torch
+
+    from launchlab.checkers import ch04
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+
+    def capture_a_copy(static_x):
+        private = static_x.clone()  # the graph reads a copy, never the buffer new inputs go to
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = ch04.pipeline(private)
+        return graph, out
+
+    def cache_per_batch_size(model, buckets, width):
+        graphs = {}
+
+        def run(x):  # one graph per exact batch size: right, but far more captures than buckets
+            if x.shape[0] > max(buckets):
+                return model(x)
+            if x.shape[0] not in graphs:
+                static_x = x.clone()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    static_out = model(static_x)
+                graphs[x.shape[0]] = (graph, static_x, static_out)
+            graph, static_x, static_out = graphs[x.shape[0]]
+            static_x.copy_(x)
+            graph.replay()
+            return static_out.clone()
+        return run
+
+    def update_the_definition(g, a, b):
+        # changes the graph's definition, not the executable graph that was instantiated from it
+        g.node.update(args=(g.x.data.ptr, np.float32(a), np.float32(b), np.int32(g.x.size)))
+
+    def only_clone(requests, graph, static_x, static_out):
+        results = []
+        for request in requests:
+            static_x = request.to(static_x.device)
+            graph.replay()
+            results.append(static_out.clone())
+        return results
+
+    assert not ch04.check_capture_pipeline(capture_a_copy)
+    assert not ch04.check_graph_cache(cache_per_batch_size)
+    assert not ch04.check_clip_without_sync(ch04.clip_by_norm_syncing)
+    assert not ch04.check_node_update(update_the_definition)
+    assert not ch04.check_serve(ch04.serve_buggy)
+    assert not ch04.check_serve(only_clone)

@@ -44,7 +44,8 @@ CHAPTERS = [
             "recompiles over ten shapes, whether reduce-overhead really graphed",
             "all but section 6 and lab 3 run on a CPU; one CUDA GPU for CUDA graphs"),
     Chapter("04", "CUDA graphs by stream capture", "capture, replay, update; static buffers, forbidden calls, "
-            "memory pools, graph caches", "one CUDA GPU; CuPy, PyTorch, cuda.core, Triton"),
+            "memory pools, graph caches", "one CUDA GPU (CuPy, PyTorch, cuda.core, Triton); lab exercises 2 and 4 "
+            "also run on a CPU"),
     Chapter("05", "Multi-stream fork/join capture", "a DAG captured across streams, drawn, and the concurrency "
             "it buys", "one CUDA GPU"),
     Chapter("06", "Device-side graph launch", "fire-and-forget and tail launch, a GPU-resident scheduler, "
