@@ -1,5 +1,7 @@
 """launchlab.graphs: readable kernel names, topology shapes, stream handles; on a GPU, real captures."""
 
+from pathlib import Path
+
 import pytest
 
 from launchlab import graphs
@@ -13,7 +15,7 @@ def test_short_kernel_name_reads_mangled_and_plain_names():
 
 
 def test_topology_knows_a_chain_from_a_diamond():
-    chain = graphs.Topology(("KERNEL",) * 3, ((0, 1), (1, 2)), ("k",) * 3)
+    chain = graphs.Topology(("KERNEL",) * 3, ((0, 1), (1, 2)), ("a", "b", "c"))
     diamond = graphs.Topology(("KERNEL",) * 4, ((0, 1), (0, 2), (1, 3), (2, 3)), ("k",) * 4)
     two_lines = graphs.Topology(("KERNEL",) * 4, ((0, 1), (2, 3)), ("k",) * 4)
     assert chain.is_chain() and not diamond.is_chain() and not two_lines.is_chain()
@@ -92,3 +94,47 @@ def test_topology_of_real_captures_and_cleanup_of_an_open_capture():
     assert graphs.capture_status(stream) == "none"
     x += 1  # the stream works again
     stream.synchronize()
+
+
+DIAMOND_DOT = Path(__file__).parent / "data" / "diamond.dot"  # a CuPy capture's DOT dump, from the GPU
+
+
+def test_parse_dot_reads_a_stored_dump_of_a_captured_diamond():
+    shape = graphs.parse_dot(DIAMOND_DOT.read_text())
+    assert shape.names == ("stage_a", "stage_b", "stage_c", "stage_d")
+    assert shape.depends_on() == {"stage_a": set(), "stage_b": {"stage_a"}, "stage_c": {"stage_a"},
+                                  "stage_d": {"stage_b", "stage_c"}}
+    assert not shape.is_chain()
+    with pytest.raises(ValueError, match="no graph nodes"):
+        graphs.parse_dot("digraph dot { }")
+
+
+def test_equivalent_ignores_node_order_but_not_edges_or_names():
+    shape = graphs.parse_dot(DIAMOND_DOT.read_text())
+    reordered = graphs.Topology(("KERNEL",) * 4, ((3, 1), (3, 2), (1, 0), (2, 0)),
+                                ("stage_d", "stage_b", "stage_c", "stage_a"))
+    chain = graphs.Topology(("KERNEL",) * 4, ((0, 1), (1, 2), (2, 3)), shape.names)
+    renamed = graphs.Topology(shape.kinds, shape.edges, ("stage_a", "stage_b", "stage_c", "other"))
+    with_join = graphs.Topology(("KERNEL", "KERNEL", "KERNEL", "EMPTY", "KERNEL"),
+                                ((0, 1), (0, 2), (1, 3), (2, 3), (3, 4)), (*shape.names[:3], "empty", "stage_d"))
+    assert graphs.equivalent(shape, reordered)
+    assert not graphs.equivalent(shape, chain)
+    assert not graphs.equivalent(shape, renamed)
+    assert not graphs.equivalent(shape, with_join)
+    with pytest.raises(ValueError, match="not unique"):
+        graphs.Topology(("KERNEL",) * 2, ((0, 1),), ("k", "k")).depends_on()
+
+
+def test_draw_puts_each_dependency_level_on_its_own_row():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from launchlab import plots
+
+    shape = graphs.parse_dot(DIAMOND_DOT.read_text())
+    fig, ax = plots.axes("diamond", "", "")
+    graphs.draw(ax, shape)
+    heights = {text.get_text(): round(text.get_position()[1], 3) for text in ax.texts}
+    assert heights["stage_b"] == heights["stage_c"]
+    assert heights["stage_a"] > heights["stage_b"] > heights["stage_d"]
+    assert ax.get_title() == shape.summary()

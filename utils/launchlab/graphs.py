@@ -59,16 +59,24 @@ def short_kernel_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class Topology:
-    """A graph's shape: node kinds in the driver's order, edges as (from, to) indices, kernel names."""
+    """A graph's shape: node kinds in the driver's order, edges as (from, to) indices, a name per node.
+
+    A kernel node's name is its kernel's; any other node is named by its kind in lower case.
+    """
 
     kinds: tuple[str, ...]
     edges: tuple[tuple[int, int], ...]
-    kernels: tuple[str, ...]
+    names: tuple[str, ...]
 
     @property
     def nodes(self) -> int:
         """Number of nodes."""
         return len(self.kinds)
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        """Names of the kernel nodes, in node order."""
+        return tuple(n for n, k in zip(self.names, self.kinds, strict=True) if k == "KERNEL")
 
     def is_chain(self) -> bool:
         """True if the nodes form one straight line: each depends on the one before."""
@@ -81,12 +89,101 @@ class Topology:
             ins[b] += 1
         return len(self.edges) == n - 1 and max(outs) == 1 and max(ins) == 1 and ins.count(0) == 1
 
+    def depends_on(self) -> dict[str, set[str]]:
+        """For each node name, the names of the nodes it directly depends on (names must be unique)."""
+        if len(set(self.names)) != len(self.names):
+            raise ValueError(f"node names are not unique ({', '.join(self.names)}): use equivalent() instead")
+        found: dict[str, set[str]] = {name: set() for name in self.names}
+        for a, b in self.edges:
+            found[self.names[b]].add(self.names[a])
+        return found
+
     def summary(self) -> str:
         """One line: nodes by kind, edges, and whether it is a straight chain."""
         counts = {k: self.kinds.count(k) for k in dict.fromkeys(self.kinds)}
         kinds = ", ".join(f"{v} {k}" for k, v in counts.items())
         shape = "a straight chain" if self.is_chain() else "not a chain"
         return f"{self.nodes} nodes ({kinds}), {len(self.edges)} edges, {shape}"
+
+
+def to_networkx(shape: Topology):
+    """The topology as a networkx DiGraph whose nodes carry kind and name."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    for i, (kind, name) in enumerate(zip(shape.kinds, shape.names, strict=True)):
+        g.add_node(i, kind=kind, name=name)
+    g.add_edges_from(shape.edges)
+    return g
+
+
+def equivalent(a: Topology, b: Topology) -> bool:
+    """True if the two graphs are the same DAG: nodes of the same kind and name, joined by the same edges."""
+    import networkx as nx
+
+    def same_node(x: dict, y: dict) -> bool:
+        return x["kind"] == y["kind"] and x["name"] == y["name"]
+
+    return nx.is_isomorphic(to_networkx(a), to_networkx(b), node_match=same_node)
+
+
+_DOT_NODE = re.compile(r'^"(?P<id>[^"]+)"\[(?P<attrs>.*)\];?$', re.S)
+_DOT_EDGE = re.compile(r'^"(?P<a>[^"]+)"\s*->\s*"(?P<b>[^"]+)"')
+
+
+def parse_dot(text: str) -> Topology:
+    """A Topology from the driver's DOT dump (cudaGraphDebugDotPrint with default flags).
+
+    In that dump a kernel node is an octagon labelled "<index>\\n<kernel name>"; other nodes are named by
+    the first line of their label.
+    """
+    ids: list[str] = []
+    kinds: list[str] = []
+    names: list[str] = []
+    edges: list[tuple[str, str]] = []
+    for line in _dot_statements(text):
+        if edge := _DOT_EDGE.match(line):
+            edges.append((edge["a"], edge["b"]))
+        elif node := _DOT_NODE.match(line):
+            attrs = node["attrs"]
+            label = re.search(r'label="((?:[^"\\]|\\.)*)"', attrs, re.S)
+            lines = [part for part in (label.group(1) if label else "").replace("\\n", "\n").split("\n") if part]
+            is_kernel = 'shape="octagon"' in attrs
+            ids.append(node["id"])
+            kinds.append("KERNEL" if is_kernel else (lines[0].strip("{ ").split()[0].upper() if lines else "UNKNOWN"))
+            names.append(short_kernel_name(lines[1]) if is_kernel and len(lines) > 1 else kinds[-1].lower())
+    if not ids:
+        raise ValueError("no graph nodes found in this DOT text: pass the output of cudaGraphDebugDotPrint "
+                         "(CuPy's graph.debug_dot_str(), cuda.core's debug_dot_print(path))")
+    index = {node_id: i for i, node_id in enumerate(ids)}
+    return Topology(tuple(kinds), tuple(sorted((index[a], index[b]) for a, b in edges)), tuple(names))
+
+
+def _dot_statements(text: str) -> list[str]:
+    """DOT statements one per item: a node's label may span lines, so split on the closing '];'."""
+    statements, current = [], ""
+    for line in text.splitlines():
+        current = f"{current}\n{line}" if current else line
+        if current.startswith('"') and not (current.rstrip().endswith("];") or "->" in current):
+            continue
+        statements.append(current.strip())
+        current = ""
+    return statements
+
+
+def draw(ax, shape: Topology, title: str = "") -> None:
+    """Draw a DAG top to bottom, one row per dependency level, each node labelled with its name."""
+    import networkx as nx
+
+    g = to_networkx(shape)
+    for level, nodes in enumerate(nx.topological_generations(g)):
+        for node in nodes:
+            g.nodes[node]["level"] = -level
+    pos = nx.multipartite_layout(g, subset_key="level", align="horizontal")
+    nx.draw_networkx(g, pos, ax=ax, labels={i: n for i, n in enumerate(shape.names)}, node_color="#cfe2f3",
+                     node_size=1600, font_size=8, arrows=True, arrowsize=14, node_shape="o")
+    ax.set_title(title or shape.summary())
+    ax.axis("off")
 
 
 def topology(graph) -> Topology:
@@ -96,20 +193,22 @@ def topology(graph) -> Topology:
     count = _ok(driver.cuGraphGetNodes(g, 0), "cuGraphGetNodes")[1]
     nodes = _ok(driver.cuGraphGetNodes(g, count), "cuGraphGetNodes")[0] if count else []
     index = {int(node): i for i, node in enumerate(nodes)}
-    kinds, kernels = [], []
+    kinds, names = [], []
     for node in nodes:
         kind = _ok(driver.cuGraphNodeGetType(node), "cuGraphNodeGetType")
         kinds.append(kind.name.removeprefix("CU_GRAPH_NODE_TYPE_"))
         if kind == driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL:
             func = _ok(driver.cuGraphKernelNodeGetParams(node), "cuGraphKernelNodeGetParams").func
             name = _ok(driver.cuFuncGetName(func), "cuFuncGetName")
-            kernels.append(short_kernel_name(name.decode() if isinstance(name, bytes) else str(name)))
+            names.append(short_kernel_name(name.decode() if isinstance(name, bytes) else str(name)))
+        else:
+            names.append(kinds[-1].lower())
     edge_count = _ok(driver.cuGraphGetEdges(g, 0), "cuGraphGetEdges")[-1]
     edges: list[tuple[int, int]] = []
     if edge_count:
         found = _ok(driver.cuGraphGetEdges(g, edge_count), "cuGraphGetEdges")
         edges = [(index[int(a)], index[int(b)]) for a, b in zip(found[0], found[1], strict=True)]
-    return Topology(tuple(kinds), tuple(sorted(edges)), tuple(kernels))
+    return Topology(tuple(kinds), tuple(sorted(edges)), tuple(names))
 
 
 def stream_handle(stream) -> int:
