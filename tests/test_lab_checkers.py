@@ -289,3 +289,57 @@ def test_lab04_gpu_checkers_reject_plausible_wrong_answers(monkeypatch):
     assert not ch04.check_node_update(update_the_definition)
     assert not ch04.check_serve(ch04.serve_buggy)
     assert not ch04.check_serve(only_clone)
+
+
+# Lab 05's schedule check runs on a CPU: round-robin and a single branch fail it.
+def test_lab05_schedule_checker_rejects_unbalanced_schedules(monkeypatch):
+    from launchlab.checkers import ch05
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+
+    def round_robin(durations, branches):
+        return [list(range(b, len(durations), branches)) for b in range(branches)]
+
+    assert not ch05.check_assignment(round_robin)
+    assert not ch05.check_assignment(lambda durations, branches: [list(range(len(durations)))])
+    assert not ch05.check_assignment(lambda durations, branches: [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9, 10, 11]])
+    assert not ch05.check_assignment(lambda durations, branches: [[0, 0, 1], [2, 3, 4], [5, 6, 7], [8, 9, 10]])
+
+
+@pytest.mark.gpu
+def test_lab05_gpu_checkers_reject_plausible_wrong_answers(monkeypatch):
+    import cupy as cp
+    import torch
+    from cuda.core.graph import GraphDefinition
+
+    from launchlab.checkers import ch05
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+
+    def serial_diamond(x):  # right answer, but everything on one stream: a chain
+        graph = torch.cuda.CUDAGraph(keep_graph=True)
+        with torch.cuda.graph(graph):
+            a = x + 1
+            out = a * 2 + a * 3
+        return graph, out
+
+    def c_on_origin(origin, side, x, y, z, out):  # no fork at all: a chain, not a diamond
+        k, n = ch05.stage_kernels(), cp.int32(x.size)
+        with origin:
+            origin.begin_capture()
+            for name, args in (("a", (x, n)), ("b", (x, y, n)), ("c", (x, z, n)), ("d", (y, z, out, n))):
+                k[name]((1,), (x.size,), args, stream=origin)
+            return origin.end_capture()
+
+    def with_join(kernel, config, x, y, z, out, n):  # the same computation with an extra EMPTY node
+        definition = GraphDefinition()
+        a = definition.launch(config, kernel["a"], x.data.ptr, n)
+        both = definition.join(a.launch(config, kernel["b"], x.data.ptr, y.data.ptr, n),
+                               a.launch(config, kernel["c"], x.data.ptr, z.data.ptr, n))
+        both.launch(config, kernel["d"], y.data.ptr, z.data.ptr, out.data.ptr, n)
+        return definition
+
+    assert not ch05.check_torch_diamond(serial_diamond)
+    assert not ch05.check_joined(ch05.capture_unjoined)
+    assert not ch05.check_joined(c_on_origin)
+    assert not ch05.check_explicit_diamond(with_join)

@@ -47,7 +47,7 @@ CHAPTERS = [
             "memory pools, graph caches", "one CUDA GPU (CuPy, PyTorch, cuda.core, Triton); lab exercises 2 and 4 "
             "also run on a CPU"),
     Chapter("05", "Multi-stream fork/join capture", "a DAG captured across streams, drawn, and the concurrency "
-            "it buys", "one CUDA GPU"),
+            "it buys", "one CUDA GPU (CuPy, PyTorch, cuda.core); lab exercise 4's schedule also checks on a CPU"),
     Chapter("06", "Device-side graph launch", "fire-and-forget and tail launch, a GPU-resident scheduler, "
             "conditional nodes, against host launch", "one CUDA GPU with device graph launch (CUDA 12.4+)"),
     Chapter("07", "Capstone: the overhead ladder", "one decode loop from eager to whole-loop graphs, every rung "
