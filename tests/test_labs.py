@@ -103,3 +103,12 @@ def test_within_factor_accepts_inside_and_rejects_outside():
     assert "ratio 2.00, 0.5 to 2 allowed" in within_factor(2048, 1024, 2, "flat until batch")
     with pytest.raises(CheckFailed, match="ratio 0.25"):
         within_factor(256, 1024, 2, "flat until batch")
+
+
+def test_graph_and_output_names_what_a_capture_exercise_must_return():
+    from launchlab.labs import CheckFailed, graph_and_output
+
+    with pytest.raises(CheckFailed, match=r"return \(graph, out\).*not tuple"):
+        graph_and_output(("not a graph", 1))
+    with pytest.raises(CheckFailed, match="not NoneType"):
+        graph_and_output(None)

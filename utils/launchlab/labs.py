@@ -161,6 +161,24 @@ def exercise(name: str, hint: str) -> Callable[[Callable[..., str]], Callable[..
     return wrap
 
 
+def require_cuda(what: str) -> None:
+    """Fail the check with a clear message when this machine has no CUDA GPU for `what`."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise CheckFailed(f"{what} needs a CUDA GPU; run this cell on a machine with one")
+
+
+def graph_and_output(captured: object) -> tuple:
+    """Unpack a learner's (torch.cuda.CUDAGraph, output tensor) answer, or fail saying what was expected."""
+    import torch
+
+    if not (isinstance(captured, tuple) and len(captured) == 2 and isinstance(captured[0], torch.cuda.CUDAGraph)):
+        raise CheckFailed("return (graph, out): the torch.cuda.CUDAGraph and the output tensor that replays write, "
+                          f"not {type(captured).__name__}")
+    return captured
+
+
 def within(measured: float, expected: float, tolerance: float, what: str) -> str:
     """A detail line if measured is within tolerance (a fraction) of expected, else raise CheckFailed."""
     error = abs(measured - expected) / expected

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .. import timing
-from ..labs import CheckFailed, exercise
+from ..labs import CheckFailed, exercise, graph_and_output, require_cuda
 
 N = 4096            # elements in the pipeline's input: small, so launches dominate
 WIDTH = 256         # the cached model's width
@@ -31,12 +31,6 @@ def _fresh(seed: int, shape, device: str = "cuda"):
     gen = torch.Generator().manual_seed(seed)
     return torch.randn(shape, generator=gen).to(device)
 
-
-def _require_cuda(what: str) -> None:
-    import torch
-
-    if not torch.cuda.is_available():
-        raise CheckFailed(f"{what} needs a CUDA GPU; run this cell on a machine with one")
 
 
 def _close(yours, expected, what: str, atol: float = 1e-5, rtol: float = 1e-5) -> None:
@@ -58,12 +52,10 @@ def check_capture_pipeline(capture_pipeline: Callable) -> str:
     """Five fresh inputs copied in give eager's answers; replay is at least 3x cheaper than eager."""
     import torch
 
-    _require_cuda("capturing a graph")
+    require_cuda("capturing a graph")
     static_x = torch.zeros(N, device="cuda")
     captured = capture_pipeline(static_x)
-    if not (isinstance(captured, tuple) and len(captured) == 2 and isinstance(captured[0], torch.cuda.CUDAGraph)):
-        raise CheckFailed("return (graph, static_out): the torch.cuda.CUDAGraph and the tensor it writes")
-    graph, static_out = captured
+    graph, static_out = graph_and_output(captured)
     for seed in range(5):
         fresh = _fresh(seed, N)
         static_x.copy_(fresh)
@@ -142,7 +134,7 @@ def check_graph_cache(make_graph_cache: Callable) -> str:
     """Right for every batch 1-64 (twice, shuffled) and 100; one capture per bucket; a replay per bucketed call."""
     import torch
 
-    _require_cuda("a graph cache")
+    require_cuda("a graph cache")
     model = make_model()
     batches = list(range(1, 65)) * 2
     order = torch.randperm(len(batches), generator=torch.Generator().manual_seed(0)).tolist()
@@ -263,7 +255,7 @@ def check_node_update(set_scale_add: Callable[[ScaleAddGraph, float, float], Non
     """After your update the same executable graph computes a*x + b for two new (a, b)."""
     import cupy as cp
 
-    _require_cuda("updating a graph")
+    require_cuda("updating a graph")
     g = build_scale_add_graph()
     graph, handle = g.graph, int(g.graph.handle)
     x0 = cp.linspace(-1, 1, g.x.size, dtype=cp.float32)
@@ -317,7 +309,7 @@ def capture_reference_pipeline():
           "captured input, and an output you keep must be copied out before the next replay")
 def check_serve(serve: Callable) -> str:
     """Five requests, each answer equal to eager and independent of later replays."""
-    _require_cuda("replaying a graph")
+    require_cuda("replaying a graph")
     graph, static_x, static_out = capture_reference_pipeline()
     requests = [_fresh(100 + i, N, "cpu") for i in range(5)]
     results = serve(requests, graph, static_x, static_out)

@@ -10,7 +10,7 @@ import functools
 from collections.abc import Callable, Sequence
 
 from .. import graphs, timing
-from ..labs import CheckFailed, exercise
+from ..labs import CheckFailed, exercise, graph_and_output, require_cuda
 
 N = 256
 DIAMOND = {"stage_a": set(), "stage_b": {"stage_a"}, "stage_c": {"stage_a"}, "stage_d": {"stage_b", "stage_c"}}
@@ -21,12 +21,6 @@ extern "C" __global__ void stage_c(const float* x, float* z, int n) { int i = bl
 extern "C" __global__ void stage_d(const float* y, const float* z, float* out, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) out[i] = y[i] + z[i]; }
 """
 
-
-def _require_cuda(what: str) -> None:
-    import torch
-
-    if not torch.cuda.is_available():
-        raise CheckFailed(f"{what} needs a CUDA GPU; run this cell on a machine with one")
 
 
 def _diamond_problem(shape: graphs.Topology) -> str | None:
@@ -56,12 +50,10 @@ def check_torch_diamond(capture_diamond: Callable) -> str:
     """The graph has 4 kernels in a diamond (b and c independent) and computes (x + 1) * 5."""
     import torch
 
-    _require_cuda("capturing a graph")
+    require_cuda("capturing a graph")
     static_x = torch.zeros(N, device="cuda")
     captured = capture_diamond(static_x)
-    if not (isinstance(captured, tuple) and len(captured) == 2 and isinstance(captured[0], torch.cuda.CUDAGraph)):
-        raise CheckFailed("return (graph, out): the torch.cuda.CUDAGraph and the output tensor it writes")
-    graph, static_out = captured
+    graph, static_out = graph_and_output(captured)
     try:
         shape = graphs.topology(graph)
     except RuntimeError as exc:
@@ -115,7 +107,7 @@ def check_joined(capture_joined: Callable) -> str:
     """The capture ends cleanly, the graph is the diamond, and one launch computes 5 everywhere."""
     import cupy as cp
 
-    _require_cuda("capturing a graph")
+    require_cuda("capturing a graph")
     origin, side = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
     x, y, z, out = (cp.zeros(N, dtype=cp.float32) for _ in range(4))
     try:
@@ -179,7 +171,7 @@ def check_explicit_diamond(build_diamond: Callable) -> str:
     import numpy as np
     from cuda.core import Device, LaunchConfig
 
-    _require_cuda("building a graph")
+    require_cuda("building a graph")
     x, y, z, out = (cp.zeros(N, dtype=cp.float32) for _ in range(4))
     definition = build_diamond(core_stage_kernels(), LaunchConfig(grid=1, block=N), x, y, z, out, np.int32(N))
     yours, captured = graphs.topology(definition), graphs.topology(_captured_reference())
