@@ -41,6 +41,22 @@ def test_stream_handle_accepts_each_library_shape():
     with pytest.raises(TypeError, match="cannot find a CUgraph"):
         graphs.graph_handle(object())
 
+    class ExecutableLike:  # cuda.core's executable Graph: a handle, but no nodes to read
+        handle = 55
+
+        def launch(self, stream):
+            pass
+
+    class DefinitionLike:
+        handle = 66
+
+        def nodes(self):
+            return set()
+
+    assert graphs.graph_handle(DefinitionLike()) == 66
+    with pytest.raises(TypeError, match="not the executable Graph"):
+        graphs.graph_handle(ExecutableLike())
+
 
 def test_first_error_line_names_the_cause():
     try:

@@ -36,10 +36,12 @@ def graph_handle(graph) -> int:
         return int(graph.graph_definition.handle)
     if hasattr(graph, "graphExec") and hasattr(graph, "graph"):  # cupy.cuda.graph.Graph
         return int(graph.graph)
-    if hasattr(graph, "handle"):  # cuda.core GraphDefinition
+    if hasattr(graph, "nodes") and hasattr(graph, "handle"):  # cuda.core GraphDefinition
         return int(graph.handle)
+    # cuda.core's executable Graph also has a handle, but a CUgraphExec has no nodes to read
     raise TypeError(f"cannot find a CUgraph in {type(graph).__name__}: pass a CuPy Graph, a torch CUDAGraph "
-                    "captured with keep_graph=True, a cuda.core GraphBuilder or GraphDefinition, or an address")
+                    "captured with keep_graph=True, a cuda.core GraphBuilder or GraphDefinition (not the "
+                    "executable Graph that complete() or instantiate() returns), or an address")
 
 
 def short_kernel_name(name: str) -> str:

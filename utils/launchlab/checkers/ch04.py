@@ -32,7 +32,6 @@ def _fresh(seed: int, shape, device: str = "cuda"):
     return torch.randn(shape, generator=gen).to(device)
 
 
-
 def _close(yours, expected, what: str, atol: float = 1e-5, rtol: float = 1e-5) -> None:
     import torch
 
@@ -144,9 +143,9 @@ def check_graph_cache(make_graph_cache: Callable) -> str:
         kept = []
         for i, batch in enumerate(batches):
             x = _fresh(i, (batch, WIDTH))
-            out = run(x)
-            _close(out, model(x), f"batch {batch} (call {i + 1})", atol=1e-4, rtol=1e-4)
-            kept.append((out, model(x)))
+            out, expected = run(x), model(x)
+            _close(out, expected, f"batch {batch} (call {i + 1})", atol=1e-4, rtol=1e-4)
+            kept.append((out, expected))
         for i, (out, expected) in enumerate(kept):  # results must not be views that later replays overwrite
             _close(out, expected, f"the result of call {i + 1}, read again after all calls", atol=1e-4, rtol=1e-4)
     bucketed_calls = len(batches) - 1
@@ -265,7 +264,6 @@ def check_node_update(set_scale_add: Callable[[ScaleAddGraph, float, float], Non
             raise CheckFailed("the executable graph was replaced: update its node in place instead of "
                               "building or instantiating a new one")
         g.x[...] = x0              # whatever your function launched, only the graph's launch counts
-        g.stream.sync()
         cp.cuda.Device().synchronize()
         graph.launch(g.stream)
         g.stream.sync()

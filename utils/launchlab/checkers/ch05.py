@@ -58,10 +58,10 @@ def check_torch_diamond(capture_diamond: Callable) -> str:
         shape = graphs.topology(graph)
     except RuntimeError as exc:
         raise CheckFailed(f"cannot read the graph back ({exc}): create it with torch.cuda.CUDAGraph(keep_graph=True)") from None
-    positional = graphs.Topology(shape.kinds, shape.edges, tuple(f"stage_{i}" for i in range(shape.nodes)))
+    # PyTorch's four kernels share one name, so only the shape is compared: every node named alike
     expected = graphs.Topology(("KERNEL",) * 4, ((0, 1), (0, 2), (1, 3), (2, 3)), ("k",) * 4)
     if not graphs.equivalent(graphs.Topology(shape.kinds, shape.edges, ("k",) * shape.nodes), expected):
-        raise CheckFailed(f"the graph is {positional.summary()} with edges {shape.edges}; expected a diamond: "
+        raise CheckFailed(f"the graph is {shape.summary()} with edges {shape.edges}; expected a diamond: "
                           "one first node, two that depend only on it, one that depends on both")
     for seed in range(3):
         fresh = torch.randn(N, generator=torch.Generator().manual_seed(seed)).cuda()
@@ -244,6 +244,8 @@ def _measure_branches_us(assignment: Sequence[Sequence[int]], durations: Sequenc
           "loads (placing the longest tasks first, each on the least loaded branch, does well)")
 def check_assignment(assign: Callable[[Sequence[float], int], list[list[int]]]) -> str:
     """Every task once; the longest branch within 5% of greedy longest-first; on a GPU, the speedup measured."""
+    import torch
+
     assignment = assign(DURATIONS_US, BRANCHES)
     if len(assignment) > BRANCHES:
         raise CheckFailed(f"{len(assignment)} branches; at most {BRANCHES} allowed")
@@ -255,8 +257,6 @@ def check_assignment(assign: Callable[[Sequence[float], int], list[list[int]]]) 
     if yours > 1.05 * good:
         raise CheckFailed(f"your longest branch takes {yours:.0f} us; a balanced schedule needs {good:.0f} us")
     detail = f"longest branch {yours:.0f} us of {sum(DURATIONS_US)} us of work"
-    import torch
-
     if not torch.cuda.is_available():
         return detail + " (measured only on a GPU)"
     parallel, serial = _measure_branches_us(assignment, DURATIONS_US)
