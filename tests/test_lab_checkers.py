@@ -343,3 +343,123 @@ def test_lab05_gpu_checkers_reject_plausible_wrong_answers(monkeypatch):
     assert not ch05.check_joined(ch05.capture_unjoined)
     assert not ch05.check_joined(c_on_origin)
     assert not ch05.check_explicit_diamond(with_join)
+
+
+# Lab 06 on the GPU: plausible wrong answers fail, each for the reason the checker names.
+@pytest.mark.gpu
+def test_lab06_device_launch_checkers_reject_plausible_wrong_answers(monkeypatch):
+    import cupy as cp
+    from cuda.core.graph import GraphCompleteOptions
+
+    from launchlab.checkers import ch06
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+
+    def build(record_work, stream, options, launch=False):
+        builder = stream.create_graph_builder().begin_building()
+        record_work(cp.cuda.Stream.from_external(builder))
+        builder.end_building()
+        graph = builder.complete(options)
+        if launch:
+            graph.launch(stream)
+        return graph
+
+    no_flag = ch06.check_device_launchable(lambda r, s: build(r, s, None))
+    assert not no_flag and "not instantiated for device launch" in no_flag.detail
+    not_uploaded = ch06.check_device_launchable(lambda r, s: build(r, s, GraphCompleteOptions(device_launch=True)))
+    assert not not_uploaded and "uploaded" in not_uploaded.detail
+    ran_itself = ch06.check_device_launchable(
+        lambda r, s: build(r, s, GraphCompleteOptions(device_launch=True, upload_stream=s), launch=True))
+    assert not ran_itself and "already ran" in ran_itself.detail
+
+
+SCHEDULE_HEAD = """
+extern "C" __global__ void schedule(const int* kinds, int n_items, int* next, int* current,
+                                    const cudaGraphExec_t* handlers) {
+    int i = *next;
+    if (i >= n_items) return;
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("body, reason", [
+    ("*current = i; *next = i + 1; __threadfence(); cudaGraphLaunch(handlers[0], cudaStreamGraphFireAndForget);"
+     "if (i + 1 < n_items) cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch); }",
+     "wrong graph"),
+    ("*current = i; *next = i + 1; __threadfence(); cudaGraphLaunch(handlers[kinds[i]], cudaStreamGraphFireAndForget); }",
+     "never handled"),
+    ("*current = i; *next = i + 1; __threadfence(); cudaGraphLaunch(handlers[kinds[i]], cudaStreamGraphFireAndForget);"
+     "if (i + 1 < n_items) cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphFireAndForget); }",
+     "never handled"),
+    ("*current = i; __threadfence(); cudaGraphLaunch(handlers[kinds[i]], cudaStreamGraphFireAndForget);"
+     "if (i + 1 < n_items) cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch); }",
+     "did not finish"),
+    ("this is not CUDA }", "did not compile"),
+], ids=["always-kind-0", "no-relaunch", "relaunch-fire-and-forget", "never-advances", "syntax-error"])
+def test_lab06_scheduler_checker_rejects_wrong_dispatch(monkeypatch, body, reason):
+    from launchlab.checkers import ch06
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    verdict = ch06.check_scheduler(lambda: SCHEDULE_HEAD + body)
+    assert not verdict and reason in verdict.detail, verdict.detail
+
+
+BISECT_HEAD = 'extern "C" __global__ void bisect_on_gpu(float* lo, float* hi, float tol, int* steps, int max_steps) {\n'
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("body, reason", [
+    ("bisect_step(lo, hi); *steps += 1; }", "ran once"),
+    ("bisect_step(lo, hi); *steps += 1; if (*hi - *lo > tol && *steps < max_steps) "
+     "cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphFireAndForget); }", "ran once"),
+    ("bisect_step(lo, hi); *steps += 1; if (*steps < 12) "
+     "cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch); }", "steps"),
+    ("bisect_step(lo, hi); *steps += 1; if (*hi - *lo > 2 * tol && *steps < max_steps) "
+     "cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch); }", "steps"),
+], ids=["no-relaunch", "fire-and-forget", "fixed-count", "wrong-tolerance"])
+def test_lab06_tail_loop_checker_rejects_wrong_loops(monkeypatch, body, reason):
+    from launchlab.checkers import ch06
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    verdict = ch06.check_tail_loop(lambda: BISECT_HEAD + body)
+    assert not verdict and reason in verdict.detail, verdict.detail
+
+
+@pytest.mark.gpu
+def test_lab06_while_checker_rejects_wrong_loops(monkeypatch):
+    import numpy as np
+    from cuda.core import LaunchConfig, launch
+
+    from launchlab.checkers import ch06
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+
+    def loop(default, in_body=True):
+        def build(stream, kernel, x, count, threshold):
+            builder = stream.create_graph_builder().begin_building()
+            condition = builder.create_condition(default_value=default)
+            body = builder.while_loop(condition)
+            target = body if in_body else builder
+            body.begin_building()
+            launch(target, LaunchConfig(grid=1, block=256), kernel, x.data.ptr, np.int32(x.size),
+                   np.float32(threshold), count.data.ptr, np.int32(ch06.MAX_COUNT), np.uint64(int(condition.handle)))
+            body.end_building()
+            builder.end_building()
+            return builder
+        return build
+
+    def unrolled(stream, kernel, x, count, threshold):  # a fixed number of halvings, no loop at all
+        builder = stream.create_graph_builder().begin_building()
+        condition = builder.create_condition(default_value=1)
+        for _ in range(11):
+            launch(builder, LaunchConfig(grid=1, block=256), kernel, x.data.ptr, np.int32(x.size),
+                   np.float32(threshold), count.data.ptr, np.int32(ch06.MAX_COUNT), np.uint64(int(condition.handle)))
+        builder.end_building()
+        return builder
+
+    never_entered = ch06.check_while_loop(loop(default=0))
+    assert not never_entered and "never ran" in never_entered.detail
+    outside = ch06.check_while_loop(loop(default=1, in_body=False))
+    assert not outside and "body has no kernel" in outside.detail
+    no_loop = ch06.check_while_loop(unrolled)
+    assert not no_loop and "0 WHILE nodes" in no_loop.detail

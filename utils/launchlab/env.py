@@ -167,8 +167,8 @@ def no_gpu_message(env: Environment | None = None) -> str:
     )
 
 
-def _install_no_traceback_handler(env: Environment) -> bool:
-    """In IPython, turn every later cell error into one line that names the missing GPU."""
+def _install_no_traceback_handler(env: Environment | None, reason: str | None = None) -> bool:
+    """In IPython, turn every later cell error into one line that names what is missing (the GPU by default)."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -179,7 +179,8 @@ def _install_no_traceback_handler(env: Environment) -> bool:
 
     def handler(shell, etype, value, tb, tb_offset=None):
         line = f"{etype.__name__}: {value}".splitlines()[0][:200]
-        note = (f"[skipped: no usable CUDA GPU ({env.problem})] this cell stopped at: {line}. "
+        missing = reason or f"no usable CUDA GPU ({env.problem})"
+        note = (f"[skipped: {missing}] this cell stopped at: {line}. "
                 "Its stored output in the course shows the reference GPU run.")
         # An error output whose "traceback" is this one line: the cell still counts as failed (for nbval and
         # Run All), but the learner reads a sentence instead of a stack.

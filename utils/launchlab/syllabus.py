@@ -49,7 +49,8 @@ CHAPTERS = [
     Chapter("05", "Multi-stream fork/join capture", "a DAG captured across streams, drawn, and the concurrency "
             "it buys", "one CUDA GPU (CuPy, PyTorch, cuda.core); lab exercise 4's schedule also checks on a CPU"),
     Chapter("06", "Device-side graph launch", "fire-and-forget and tail launch, a GPU-resident scheduler, "
-            "conditional nodes, against host launch", "one CUDA GPU with device graph launch (CUDA 12.4+)"),
+            "conditional nodes, against host launch", "one CUDA GPU (CuPy, cuda.core, the CUDA toolkit's device "
+            "runtime); conditional nodes need a CUDA 12.4 driver"),
     Chapter("07", "Capstone: the overhead ladder", "one decode loop from eager to whole-loop graphs, every rung "
             "against the GPU-busy limit", "one CUDA GPU"),
     Chapter("08", "Graphs across GPUs", "collectives in compiled regions and CUDA graphs; symmetric ranks",
