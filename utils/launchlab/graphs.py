@@ -188,12 +188,31 @@ def draw(ax, shape: Topology, title: str = "") -> None:
     ax.axis("off")
 
 
+def _nodes(g) -> list:
+    """The CUgraphNode handles of a CUgraph."""
+    driver = _driver()
+    count = _ok(driver.cuGraphGetNodes(g, 0), "cuGraphGetNodes")[1]
+    return list(_ok(driver.cuGraphGetNodes(g, count), "cuGraphGetNodes")[0]) if count else []
+
+
+def conditional_bodies(graph) -> list[tuple[str, Topology]]:
+    """Each conditional node of a graph: its type ('IF', 'WHILE' or 'SWITCH') and its first body's topology."""
+    driver = _driver()
+    found = []
+    for node in _nodes(driver.CUgraph(graph_handle(graph))):
+        if _ok(driver.cuGraphNodeGetType(node), "cuGraphNodeGetType") != driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL:
+            continue
+        conditional = _ok(driver.cuGraphNodeGetParams(node), "cuGraphNodeGetParams").conditional
+        body = int(conditional.phGraph_out[0])
+        found.append((conditional.type.name.removeprefix("CU_GRAPH_COND_TYPE_"), topology(body)))
+    return found
+
+
 def topology(graph) -> Topology:
     """Read nodes, edges and kernel names of a captured graph (see graph_handle for what it accepts)."""
     driver = _driver()
     g = driver.CUgraph(graph_handle(graph))
-    count = _ok(driver.cuGraphGetNodes(g, 0), "cuGraphGetNodes")[1]
-    nodes = _ok(driver.cuGraphGetNodes(g, count), "cuGraphGetNodes")[0] if count else []
+    nodes = _nodes(g)
     index = {int(node): i for i, node in enumerate(nodes)}
     kinds, names = [], []
     for node in nodes:

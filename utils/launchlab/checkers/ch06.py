@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from .. import devicegraphs
+from .. import devicegraphs, graphs
 from ..labs import CheckFailed, exercise, require_cuda
 
 LAUNCHER_SOURCE = r"""
@@ -286,16 +286,6 @@ def halvings(x, threshold: float) -> tuple[int, object]:
             return k, x
 
 
-def _while_bodies(builder) -> list:
-    """The body graphs of the WHILE nodes in a built graph."""
-    found = []
-    for node in builder.graph_definition.nodes():
-        body = getattr(node, "body", None)
-        if body is not None:
-            found.append(body)
-    return found
-
-
 @exercise("Exercise 4: a WHILE node that stops at the right iteration",
           "condition = builder.create_condition(default_value=1); body = builder.while_loop(condition); "
           "body.begin_building(); launch(body, LaunchConfig(grid=1, block=256), kernel, ..., "
@@ -314,10 +304,10 @@ def check_while_loop(build_halving_loop: Callable, threshold: float = 1.0) -> st
     builder = build_halving_loop(stream, kernel, x, count, threshold)
     if not hasattr(builder, "graph_definition"):
         raise CheckFailed(f"return the GraphBuilder after end_building(), not {type(builder).__name__}")
-    bodies = _while_bodies(builder)
+    bodies = [body for kind, body in graphs.conditional_bodies(builder) if kind == "WHILE"]
     if len(bodies) != 1:
         raise CheckFailed(f"the graph has {len(bodies)} WHILE nodes; expected one (builder.while_loop(condition))")
-    if not any(type(n).__name__ == "KernelNode" for n in bodies[0].nodes()):
+    if "KERNEL" not in bodies[0].kinds:
         raise CheckFailed("the WHILE node's body has no kernel: launch the kernel on the builder while_loop() "
                           "returned, between its begin_building() and end_building()")
     graph = builder.complete()
