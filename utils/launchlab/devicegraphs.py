@@ -147,7 +147,7 @@ def run_python(script: str, timeout_s: float = 120.0) -> ChildRun:
     try:
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout_s,
                               env=env)
-    except subprocess.TimeoutExpired as exc:
-        out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+    except subprocess.TimeoutExpired as exc:  # keep what it printed before it was stopped
+        out = "".join(part.decode() if isinstance(part, bytes) else part for part in (exc.stdout, exc.stderr) if part)
         return ChildRun(None, out, True)
     return ChildRun(done.returncode, done.stdout + done.stderr, False)
