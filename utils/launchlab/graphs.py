@@ -195,19 +195,6 @@ def _nodes(g) -> list:
     return list(_ok(driver.cuGraphGetNodes(g, count), "cuGraphGetNodes")[0]) if count else []
 
 
-def conditional_bodies(graph) -> list[tuple[str, Topology]]:
-    """Each conditional node of a graph: its type ('IF', 'WHILE' or 'SWITCH') and its first body's topology."""
-    driver = _driver()
-    found = []
-    for node in _nodes(driver.CUgraph(graph_handle(graph))):
-        if _ok(driver.cuGraphNodeGetType(node), "cuGraphNodeGetType") != driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL:
-            continue
-        conditional = _ok(driver.cuGraphNodeGetParams(node), "cuGraphNodeGetParams").conditional
-        body = int(conditional.phGraph_out[0])
-        found.append((conditional.type.name.removeprefix("CU_GRAPH_COND_TYPE_"), topology(body)))
-    return found
-
-
 def topology(graph) -> Topology:
     """Read nodes, edges and kernel names of a captured graph (see graph_handle for what it accepts)."""
     driver = _driver()

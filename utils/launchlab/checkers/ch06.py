@@ -304,12 +304,14 @@ def check_while_loop(build_halving_loop: Callable, threshold: float = 1.0) -> st
     builder = build_halving_loop(stream, kernel, x, count, threshold)
     if not hasattr(builder, "graph_definition"):
         raise CheckFailed(f"return the GraphBuilder after end_building(), not {type(builder).__name__}")
-    bodies = [body for kind, body in graphs.conditional_bodies(builder) if kind == "WHILE"]
-    if len(bodies) != 1:
-        raise CheckFailed(f"the graph has {len(bodies)} WHILE nodes; expected one (builder.while_loop(condition))")
-    if "KERNEL" not in bodies[0].kinds:
-        raise CheckFailed("the WHILE node's body has no kernel: launch the kernel on the builder while_loop() "
-                          "returned, between its begin_building() and end_building()")
+    # read through the driver: the top level must be one conditional node, with the kernel inside it
+    kinds = graphs.topology(builder).kinds
+    if kinds.count("CONDITIONAL") != 1:
+        raise CheckFailed(f"the graph has {kinds.count('CONDITIONAL')} conditional nodes; expected one WHILE node "
+                          "(builder.while_loop(condition))")
+    if "KERNEL" in kinds:
+        raise CheckFailed("the kernel is outside the loop: launch it on the builder that while_loop() returned, "
+                          "between its begin_building() and end_building()")
     graph = builder.complete()
     rng = np.random.default_rng(606)
     found = []
@@ -320,7 +322,11 @@ def check_while_loop(build_halving_loop: Callable, threshold: float = 1.0) -> st
         count.fill(0)
         cp.cuda.Device().synchronize()
         graph.launch(stream)
-        devicegraphs.wait(stream, GPU_TIMEOUT_S, "your WHILE loop")
+        try:
+            devicegraphs.wait(stream, GPU_TIMEOUT_S, "your WHILE loop")
+        except TimeoutError:
+            raise CheckFailed(f"your loop did not stop within {GPU_TIMEOUT_S} s: is the kernel in its body, given the "
+                              "condition's handle? The GPU is still running it: restart the Jupyter kernel") from None
         got = int(count[0])
         if got == 0:
             raise CheckFailed("the loop body never ran: create the condition with default_value=1 so the loop is entered")
