@@ -70,13 +70,16 @@ def require(feature: str) -> None:
 def compile_with_device_runtime(source: str):
     """A CuPy RawModule of `source` built as relocatable device code and linked with the device runtime."""
     import cupy as cp
+    from cupy.cuda.compiler import CompileException
 
     module = cp.RawModule(code=source, options=("-rdc=true",))
     try:
         module.compile()
-    except Exception as exc:  # NVRTC or the link step: say which part of the toolkit is missing
+    except CompileException:
+        raise  # an error in the source itself: NVRTC's log says where
+    except Exception as exc:  # the link step: say which part of the toolkit is missing
         raise FeatureMissing(
-            f"compiling kernels that launch graphs failed ({str(exc).strip().splitlines()[0][:160]}). They are "
+            f"linking kernels that launch graphs failed ({str(exc).strip().splitlines()[0][:160]}). They are "
             "linked with the CUDA device runtime (libcudadevrt.a) from the CUDA toolkit: install the toolkit "
             "matching your driver and set CUDA_PATH to it.") from None
     return module
