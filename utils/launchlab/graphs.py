@@ -188,18 +188,12 @@ def draw(ax, shape: Topology, title: str = "") -> None:
     ax.axis("off")
 
 
-def _nodes(g) -> list:
-    """The CUgraphNode handles of a CUgraph."""
-    driver = _driver()
-    count = _ok(driver.cuGraphGetNodes(g, 0), "cuGraphGetNodes")[1]
-    return list(_ok(driver.cuGraphGetNodes(g, count), "cuGraphGetNodes")[0]) if count else []
-
-
 def topology(graph) -> Topology:
     """Read nodes, edges and kernel names of a captured graph (see graph_handle for what it accepts)."""
     driver = _driver()
     g = driver.CUgraph(graph_handle(graph))
-    nodes = _nodes(g)
+    count = _ok(driver.cuGraphGetNodes(g, 0), "cuGraphGetNodes")[1]
+    nodes = _ok(driver.cuGraphGetNodes(g, count), "cuGraphGetNodes")[0] if count else []
     index = {int(node): i for i, node in enumerate(nodes)}
     kinds, names = [], []
     for node in nodes:

@@ -73,11 +73,12 @@ def _capture(stream, record_work: Callable, device_launch: bool):
 
 
 def _new_stream():
+    """A fresh cuda.core stream on the current device."""
     from cuda.core import Device
 
     device = Device()
     device.set_current()
-    return device, device.create_stream()
+    return device.create_stream()
 
 
 # ---- exercise 1: a graph a kernel can launch ----------------------------------------------------------------
@@ -93,7 +94,7 @@ def check_device_launchable(make_device_launchable: Callable) -> str:
 
     require_cuda("device graph launch")
     devicegraphs.require("device graph launch")
-    _, stream = _new_stream()
+    stream = _new_stream()
     kernels = devicegraphs.compile_with_device_runtime(LAUNCHER_SOURCE)
     hits, status = cp.zeros(1, dtype=cp.int32), cp.full(1, -1, dtype=cp.int32)
     cp.cuda.Device().synchronize()
@@ -128,7 +129,7 @@ def _scheduler_trial(source: str, seed: int, items: int, kinds: int) -> dict:
     import cupy as cp
     import numpy as np
 
-    _, stream = _new_stream()
+    stream = _new_stream()
     try:
         schedule = devicegraphs.compile_with_device_runtime(source).get_function("schedule")
         schedule.kernel  # noqa: B018 - loads the module, so a missing kernel fails here
@@ -204,7 +205,7 @@ def _bisection_trial(source: str, intervals: list, tol: float, max_steps: int) -
     import cupy as cp
     import numpy as np
 
-    _, stream = _new_stream()
+    stream = _new_stream()
     try:
         module = devicegraphs.compile_with_device_runtime(BISECTION_PRELUDE + source)
         yours, host_step = module.get_function("bisect_on_gpu"), module.get_function("bisect_host_driven")
@@ -297,7 +298,7 @@ def check_while_loop(build_halving_loop: Callable, threshold: float = 1.0) -> st
 
     require_cuda("conditional nodes")
     devicegraphs.require("conditional nodes")
-    _, stream = _new_stream()
+    stream = _new_stream()
     kernel = halving_kernel()
     x, count = cp.zeros(512, dtype=cp.float32), cp.zeros(1, dtype=cp.int32)
     cp.cuda.Device().synchronize()
