@@ -463,3 +463,95 @@ def test_lab06_while_checker_rejects_wrong_loops(monkeypatch):
     assert not outside and "outside the loop" in outside.detail
     no_loop = ch06.check_while_loop(unrolled)
     assert not no_loop and "0 conditional nodes" in no_loop.detail
+
+
+# Lab 07: caches that read the position on the host or build a new tensor, splits that blame the host for
+# everything or count overlaps twice; on the GPU, a step that forgets to advance and a loop that is a step.
+def test_lab07_cpu_checkers_reject_plausible_wrong_answers(monkeypatch):
+    import torch
+
+    from launchlab import trace
+    from launchlab.checkers import ch07
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+
+    def via_item(cache, new, pos):  # right in eager, but a captured step would keep one position
+        cache[:, :, int(pos)] = new[:, :, 0]
+
+    def via_cat(cache, new, pos):  # the growing cache: a new tensor every step, the given one untouched
+        return torch.cat([cache, new], dim=2)
+
+    read_back = ch07.check_static_cache(via_item)
+    assert not read_back and "read a value back to the host" in read_back.detail
+    grown = ch07.check_static_cache(via_cat)
+    assert not grown and "does not hold the new keys" in grown.detail
+
+    def reference(kernels, window):
+        split = trace.attribute_idle(kernels, window)
+        return split.busy_us, split.host_wait_us, split.gpu_gap_us
+
+    def all_host(kernels, window):
+        busy, host, gpu = reference(kernels, window)
+        return busy, host + gpu, 0.0
+
+    def overlaps_twice(kernels, window):
+        _, host, gpu = reference(kernels, window)
+        return sum(end - start for _, start, end in kernels), host, gpu
+
+    assert ch07.check_attribute_idle(reference)
+    assert not ch07.check_attribute_idle(all_host)
+    assert not ch07.check_attribute_idle(overlaps_twice)
+
+
+@pytest.mark.gpu
+def test_lab07_gpu_checkers_reject_plausible_wrong_answers(monkeypatch):
+    import torch
+
+    from launchlab.checkers import ch07
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+
+    def capture(work):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            work()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            work()
+        return graph
+
+    def step_without_advance(step, token, pos, out):  # every replay decodes at position 0
+        def work():
+            nxt = step(token, pos)
+            out.index_copy_(1, pos, nxt[:, None])
+            token.copy_(nxt)
+        return capture(work)
+
+    def full_step(step, token, pos, out):
+        def work():
+            nxt = step(token, pos)
+            out.index_copy_(1, pos, nxt[:, None])
+            token.copy_(nxt)
+            pos.add_(1)
+        return work
+
+    def one_step_as_loop(step, token, pos, out, steps):  # one step per replay: the loop is still on the host
+        return capture(full_step(step, token, pos, out))
+
+    def loop_without_feedback(step, token, pos, out, steps):  # every step decodes from the start token
+        def work():
+            for _ in range(steps):
+                nxt = step(token, pos)
+                out.index_copy_(1, pos, nxt[:, None])
+                pos.add_(1)
+        return capture(work)
+
+    stuck = ch07.check_capture_step(step_without_advance)
+    assert not stuck and "differ from eager" in stuck.detail
+    assert ch07.check_capture_step(lambda *args: capture(full_step(*args)))
+    short = ch07.check_capture_loop(one_step_as_loop)
+    assert not short and "differ from eager" in short.detail
+    no_feedback = ch07.check_capture_loop(loop_without_feedback)
+    assert not no_feedback and "differ from eager" in no_feedback.detail

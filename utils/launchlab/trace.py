@@ -26,6 +26,7 @@ class Interval:
     cat: str
     start_us: float
     end_us: float
+    correlation: int | None = None  # links a kernel to the call that launched it
 
     @property
     def duration_us(self) -> float:
@@ -83,8 +84,9 @@ def load_events(trace: str | Path | dict) -> list[dict]:
 def intervals(events: Iterable[dict], categories: Iterable[str]) -> list[Interval]:
     """Complete events of the given categories, sorted by start."""
     wanted = set(categories)
-    found = [Interval(str(e.get("name", "")), e["cat"], float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
-             for e in events if e.get("ph") == "X" and e.get("cat") in wanted]
+    found = [Interval(str(e.get("name", "")), e["cat"], float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)),
+                      (e.get("args") or {}).get("correlation")) for e in events
+             if e.get("ph") == "X" and e.get("cat") in wanted]
     return sorted(found, key=lambda i: (i.start_us, i.end_us))
 
 
@@ -137,6 +139,60 @@ def gpu_idle(trace: str | Path | dict | list, annotation: str | None = None, top
     busy, gaps = busy_and_gaps(gpu, window)
     kernels = sum(1 for i in gpu if i.cat == "kernel")
     return GpuIdle(window, kernels, busy, tuple(sorted(gaps, reverse=True)[:top]))
+
+
+@dataclass(frozen=True)
+class IdleSplit:
+    """A window's GPU time in three parts: busy, idle waiting for the host to launch, idle with work queued."""
+
+    window_us: tuple[float, float]
+    kernel_count: int
+    busy_us: float
+    host_wait_us: float
+    gpu_gap_us: float
+
+    @property
+    def span_us(self) -> float:
+        """Length of the window."""
+        return self.window_us[1] - self.window_us[0]
+
+
+# The calls that put work on the GPU; a kernel's launch shares its correlation id (graph kernels: the graph's).
+LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
+
+
+def attribute_idle(kernels: Iterable[tuple[float, float, float]], window: tuple[float, float]) -> IdleSplit:
+    """Split a window given each kernel's (launch call returned, start, end) in microseconds.
+
+    An idle stretch before a kernel counts as host wait up to the moment its launch call returned (the GPU
+    had nothing to run yet) and as a GPU gap after it (the work was queued and the GPU had not started it).
+    After the last kernel the GPU waits for the host. Overlapping kernels count once, as busy.
+    """
+    lo, hi = window
+    busy = host = gpu = 0.0
+    cursor, count = lo, 0
+    for launched, start, end in sorted(kernels, key=lambda k: (k[1], k[2])):
+        start, end = max(start, lo), min(end, hi)
+        if end <= start:
+            continue
+        count += 1
+        if start > cursor:
+            waiting = min(max(launched - cursor, 0.0), start - cursor)
+            host += waiting
+            gpu += start - cursor - waiting
+        if end > cursor:
+            busy += end - max(start, cursor)
+            cursor = end
+    host += max(hi - cursor, 0.0)
+    return IdleSplit(window, count, busy, host, gpu)
+
+
+def idle_split(events: Sequence[dict], annotation: str) -> IdleSplit:
+    """attribute_idle over the GPU work of a record_function range, each kernel matched to its launch call."""
+    returned = {i.correlation: i.end_us for i in intervals(events, LAUNCH_CATEGORIES) if i.correlation is not None}
+    gpu, window = work_of_range(events, annotation)
+    # A kernel whose launch is not in the trace was queued before it began: its idle time is the GPU's.
+    return attribute_idle([(returned.get(i.correlation, float("-inf")), i.start_us, i.end_us) for i in gpu], window)
 
 
 def timeline_rows(events: Sequence[dict], window: tuple[float, float]) -> dict[str, list[Interval]]:

@@ -1,0 +1,69 @@
+"""The chapter 07 workload on a CPU: the static cache is exact and in place, the step has no graph breaks,
+and the idle split of a trace adds up and attributes each gap to the host or the GPU."""
+
+import pytest
+import torch
+
+from launchlab import decoder, trace
+from launchlab.compat import explain
+
+
+def test_static_cache_decodes_what_a_cache_free_loop_decodes():
+    model = decoder.make_decoder(decoder.TINY, "cpu")
+    first = decoder.first_tokens(decoder.TINY, "cpu")
+    cached = decoder.decode(decoder.greedy_step(model), first, 20)
+    # Without a cache: feed the whole sequence so far, one token at a time, into a fresh model each step.
+    tokens, sequence = [], [first]
+    for _ in range(20):
+        fresh = decoder.make_decoder(decoder.TINY, "cpu")
+        pos = torch.zeros(1, dtype=torch.long)
+        for token in sequence:
+            logits = fresh(token, pos)
+            pos += 1
+        sequence.append(logits.argmax(-1))
+        tokens.append(sequence[-1])
+    assert torch.equal(cached, torch.stack(tokens, dim=1))
+    assert len(set(cached[0].tolist())) > 5, "greedy decoding should wander, not repeat one token"
+
+
+def test_write_kv_writes_one_slot_in_place():
+    cache, new = torch.zeros(2, 3, 8, 4), torch.ones(2, 3, 1, 4)
+    address = cache.data_ptr()
+    decoder.write_kv(cache, new, torch.tensor([5]))
+    assert cache.data_ptr() == address
+    assert cache[:, :, 5].eq(1).all() and cache.sum() == new.sum()
+
+
+def test_a_decode_step_has_no_graph_breaks():
+    model = decoder.make_decoder(decoder.TINY, "cpu")
+    report = explain(decoder.greedy_step(model), decoder.first_tokens(decoder.TINY, "cpu"),
+                     torch.zeros(1, dtype=torch.long))
+    assert (report.graph_count, report.break_count) == (1, 0), report.break_reasons
+
+
+@pytest.mark.parametrize(("kernels", "window", "expected"), [
+    ([(1.0, 2.0, 5.0)], (0.0, 6.0), (3.0, 2.0, 1.0)),                    # waits for the launch, then a GPU gap
+    ([(-3.0, 1.0, 2.0), (0.5, 4.0, 5.0)], (0.0, 5.0), (2.0, 0.0, 3.0)),  # work queued ahead: GPU gaps only
+    ([(0.0, 0.0, 4.0), (1.0, 2.0, 3.0)], (0.0, 4.0), (4.0, 0.0, 0.0)),   # overlapping kernels count once
+    ([(4.0, 5.0, 6.0), (0.0, 1.0, 2.0)], (0.0, 8.0), (2.0, 4.0, 2.0)),   # unsorted; launched late; tail is host
+])
+def test_attribute_idle_splits_each_gap(kernels, window, expected):
+    split = trace.attribute_idle(kernels, window)
+    assert (split.busy_us, split.host_wait_us, split.gpu_gap_us) == pytest.approx(expected)
+    assert split.busy_us + split.host_wait_us + split.gpu_gap_us == pytest.approx(window[1] - window[0])
+
+
+def test_idle_split_matches_kernels_to_their_launch_calls():
+    def event(cat, name, ts, dur, correlation=None):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur,
+                **({"args": {"correlation": correlation}} if correlation is not None else {})}
+
+    events = [event("user_annotation", "calls", 0, 20),
+              event("cuda_runtime", "cudaLaunchKernel", 1, 2, correlation=7),    # returns at 3
+              event("kernel", "a", 4, 5, correlation=7),                        # idle 0-3 host, 3-4 GPU
+              event("cuda_runtime", "cudaGraphLaunch", 5, 10, correlation=8),   # returns at 15
+              event("kernel", "b", 12, 2, correlation=8),                       # idle 9-12: host (launch running)
+              event("kernel", "c", 15, 3, correlation=8)]                       # idle 14-15: host; tail 18-20 host
+    split = trace.idle_split(events, "calls")
+    assert split.kernel_count == 3
+    assert (split.busy_us, split.host_wait_us, split.gpu_gap_us) == pytest.approx((10.0, 9.0, 1.0))
