@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -233,14 +234,17 @@ def record(fn: Callable[[], object], calls: int = 1) -> list[dict]:
 
     cuda = torch.cuda.is_available()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=1)) as prof:
-        for _ in range(3):
-            with record_function("calls"):
-                for _ in range(calls):
-                    fn()
-                if cuda:
-                    torch.cuda.synchronize()
-            prof.step()
+    with warnings.catch_warnings():
+        # Only the one active cycle is wanted, so the profiler's note that it drops earlier cycles is noise.
+        warnings.filterwarnings("ignore", message=".*Profiler clears events")
+        with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=1)) as prof:
+            for _ in range(3):
+                with record_function("calls"):
+                    for _ in range(calls):
+                        fn()
+                    if cuda:
+                        torch.cuda.synchronize()
+                prof.step()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
