@@ -555,3 +555,60 @@ def test_lab07_gpu_checkers_reject_plausible_wrong_answers(monkeypatch):
     assert not short and "differ from eager" in short.detail
     no_feedback = ch07.check_capture_loop(loop_without_feedback)
     assert not no_feedback and "differ from eager" in no_feedback.detail
+
+
+# Lab 08: a collective still hidden behind torch._dynamo.disable, and clipping decided on each rank's own norm.
+def test_lab08_cpu_checkers_reject_plausible_wrong_answers(monkeypatch):
+    from launchlab.checkers import ch08
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+
+    def all_reduce_functional(x):  # right answer, but a graph break at every call
+        import torch.distributed as dist
+
+        @torch._dynamo.disable  # noqa: F821  (torch is imported in the ranks)
+        def hidden(t):
+            t = t.clone()
+            dist.all_reduce(t)
+            return t
+
+        return hidden(x)
+
+    breaks = ch08.check_functional_all_reduce(all_reduce_functional)
+    assert not breaks and "breaks over 4 all-reduces" in breaks.detail
+
+    def clip_by_global_norm(grad, max_norm, all_reduce):  # the lecture's asymmetric version
+        local = grad.norm()
+        if local > max_norm:
+            total = all_reduce(local ** 2, "squared norm").sqrt()
+            grad.mul_(max_norm / total)
+        return grad
+
+    asymmetric = ch08.check_symmetric_clip(clip_by_global_norm)
+    assert not asymmetric and ("paired wrongly" in asymmetric.detail or "did not both finish" in asymmetric.detail)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_count() < 2, reason="needs two CUDA GPUs")
+def test_lab08_graph_checker_rejects_wrong_captures(monkeypatch):
+    from launchlab.checkers import ch08
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+
+    def capture_mean(x, steps):  # forgets the division: the sum, not the mean
+        def step():
+            for _ in range(steps):
+                dist.all_reduce(x)  # noqa: F821  (imported in the ranks)
+
+        side = torch.cuda.Stream()  # noqa: F821
+        side.wait_stream(torch.cuda.current_stream())  # noqa: F821
+        with torch.cuda.stream(side):  # noqa: F821
+            step()
+        torch.cuda.current_stream().wait_stream(side)  # noqa: F821
+        graph = torch.cuda.CUDAGraph()  # noqa: F821
+        with torch.cuda.graph(graph):  # noqa: F821
+            step()
+        return graph
+
+    summed = ch08.check_graphed_mean(capture_mean)
+    assert not summed and "differs from the mean" in summed.detail
