@@ -55,7 +55,12 @@ class RankRun:
 
     def results(self) -> list[dict]:
         """The JSON objects the ranks printed on lines starting with RESULT_PREFIX."""
-        return [json.loads(line[len(RESULT_PREFIX):]) for line in self.lines if line.startswith(RESULT_PREFIX)]
+        # Each rank writes whole lines, but torchrun may still join two ranks' lines: split at every prefix.
+        found = []
+        for line in self.lines:
+            for chunk in line.split(RESULT_PREFIX)[1:]:
+                found.append(json.JSONDecoder().raw_decode(chunk)[0])
+        return found
 
     def tagged(self, tag: str) -> list[str]:
         """Output lines starting with `tag` (for example "COLLECTIVE" or "WATCHDOG")."""
@@ -136,9 +141,15 @@ def init(backend: str):
     return dist.get_rank(), dist.get_world_size(), device
 
 
+def say(line: str) -> None:
+    """Print a whole line in one write, so lines from different ranks never interleave mid-line."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def result(**values: object) -> None:
     """Print one RESULT line that RankRun.results() parses."""
-    print(RESULT_PREFIX + json.dumps(values), flush=True)
+    say(RESULT_PREFIX + json.dumps(values))
 
 
 class Watchdog:
@@ -152,7 +163,7 @@ class Watchdog:
     def collective(self, op: str, numel: int) -> None:
         """Log a collective as this rank issues it (sequence number, operation, size, wall clock)."""
         self.log.append(op)
-        print(f"COLLECTIVE rank={self.rank} seq={len(self.log)} op={op} numel={numel} t={time.time():.3f}", flush=True)
+        say(f"COLLECTIVE rank={self.rank} seq={len(self.log)} op={op} numel={numel} t={time.time():.3f}")
 
     def finish(self) -> None:
         """The program completed: stand down."""
@@ -161,8 +172,8 @@ class Watchdog:
     def _watch(self) -> None:
         if not self._done.wait(self.seconds):
             last = f"#{len(self.log)} ({self.log[-1]})" if self.log else "none yet"
-            print(f"WATCHDOG rank={self.rank} no completion after {self.seconds:.0f} s; last collective issued: "
-                  f"{last}; stopping this rank t={time.time():.3f}", flush=True)
+            say(f"WATCHDOG rank={self.rank} no completion after {self.seconds:.0f} s; last collective issued: "
+                f"{last}; stopping this rank t={time.time():.3f}")
             os._exit(3)
 
 
