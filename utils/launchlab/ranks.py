@@ -186,3 +186,21 @@ def unrolled(all_reduce, layers: int):
     namespace = {"all_reduce": all_reduce, "torch": torch}
     exec(f"def layers(x, w):\n{body}    return x\n", namespace)  # noqa: S102  (generated from a fixed template)
     return namespace["layers"]
+
+
+def shutdown(deadline_s: float = 10.0) -> None:
+    """Tear the process group down, but exit anyway if that has not finished within `deadline_s` (a group whose
+    NCCL communicator a captured CUDA graph used may not tear down cleanly; the results are printed by then)."""
+    import torch.distributed as dist
+
+    done = threading.Event()
+
+    def tear_down() -> None:
+        dist.destroy_process_group()
+        done.set()
+
+    threading.Thread(target=tear_down, daemon=True).start()
+    if not done.wait(deadline_s):
+        say(f"SHUTDOWN process group teardown took over {deadline_s:.0f} s; exiting without it")
+        sys.stdout.flush()
+        os._exit(0)

@@ -24,7 +24,7 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
-from launchlab.ranks import Watchdog, init, result, unrolled
+from launchlab.ranks import Watchdog, init, result, shutdown, unrolled
 """
 
 
@@ -119,7 +119,8 @@ def check_graphed_mean(capture_mean: Callable) -> str:
         events = trace.record(graph.replay)
         result(rank=rank, error=error, graph_launches=trace.count(events, trace.LAUNCH_CATEGORIES, "cudaGraphLaunch"),
                kernel_launches=trace.count(events, trace.LAUNCH_CATEGORIES, "cudaLaunchKernel"))
-        dist.destroy_process_group()
+        graph.reset()
+        shutdown()
     """, SEED=random.randrange(10_000), STEPS=4)
     rows = _per_rank(_run(program, "nccl"))
     for r in rows:
