@@ -198,7 +198,6 @@ def _median_s(run: Callable[[], object], rounds: int = 5) -> float:
           "into out at pos, into token, and advance pos: all in place, so each replay decodes the next token")
 def check_capture_step(capture_step: Callable) -> str:
     """32 replays from two start tokens equal eager decoding; a replayed step is at least 2x faster than eager."""
-
     require_cuda("capturing a decode step")
     model = decoder.make_decoder(LAB_CONFIG, "cuda", seed=random.randrange(1000))
     step = decoder.greedy_step(model)
@@ -227,7 +226,6 @@ def check_capture_step(capture_step: Callable) -> str:
           "on the device, so one replay decodes the whole sequence")
 def check_capture_loop(capture_loop: Callable) -> str:
     """One replay (one cudaGraphLaunch) per sequence decodes the same tokens as eager, for two start tokens."""
-
     require_cuda("capturing a decode loop")
     model = decoder.make_decoder(LAB_CONFIG, "cuda", seed=random.randrange(1000))
     token, pos, out = _buffers(LAB_CONFIG)
