@@ -45,7 +45,8 @@ def _run(program: str, backend: str) -> RankRun:
         raise NotImplementedError("your function still raises NotImplementedError in the ranks")
     if run.timed_out:
         raise CheckFailed(f"the ranks did not finish within {RANK_TIMEOUT_S} s and were stopped")
-    if not run.ok:
+    # Both ranks reported: a failure after that is in the library's teardown, not in the learner's code.
+    if not run.ok and len(run.results()) < 2:
         errors = [line for line in run.lines if "Error" in line or "WATCHDOG" in line]
         raise CheckFailed(f"the ranks failed (exit {run.returncode}): " + (errors[-1][:300] if errors else
                           "; ".join(run.lines[-3:])[:300]))
@@ -165,7 +166,7 @@ def check_symmetric_clip(clip_by_global_norm: Callable) -> str:
     run = run_ranks(program, nprocs=2, args=("gloo",), timeout_s=RANK_TIMEOUT_S, echo=False)
     if any("NotImplementedError" in line for line in run.lines):
         raise NotImplementedError("your function still raises NotImplementedError in the ranks")
-    if not run.ok:
+    if run.timed_out or len(run.results()) < 2:
         issued: dict[str, int] = {}
         for line in run.tagged("COLLECTIVE"):
             rank = line.split()[1]
