@@ -6,10 +6,11 @@ Run `python -m launchlab.labs` to regenerate labs/ from solutions/, `--check` to
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -177,6 +178,29 @@ def graph_and_output(captured: object) -> tuple:
         raise CheckFailed("return (graph, out): the torch.cuda.CUDAGraph and the output tensor that replays write, "
                           f"not {type(captured).__name__}")
     return captured
+
+
+@contextlib.contextmanager
+def counting_graph_calls() -> Iterator[dict[str, int]]:
+    """Count CUDAGraph captures and replays made inside the block."""
+    import torch
+
+    counts = {"captures": 0, "replays": 0}
+    begin, replay = torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.replay
+
+    def counting_begin(self, *args, **kwargs):
+        counts["captures"] += 1
+        return begin(self, *args, **kwargs)
+
+    def counting_replay(self, *args, **kwargs):
+        counts["replays"] += 1
+        return replay(self, *args, **kwargs)
+
+    torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.replay = counting_begin, counting_replay
+    try:
+        yield counts
+    finally:
+        torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.replay = begin, replay
 
 
 def within(measured: float, expected: float, tolerance: float, what: str) -> str:

@@ -152,11 +152,6 @@ class IdleSplit:
     host_wait_us: float
     gpu_gap_us: float
 
-    @property
-    def span_us(self) -> float:
-        """Length of the window."""
-        return self.window_us[1] - self.window_us[0]
-
 
 # The calls that put work on the GPU; a kernel's launch shares its correlation id (graph kernels: the graph's).
 LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})

@@ -6,12 +6,11 @@ need CUDA. Each checker builds its own inputs, so a hard-coded answer cannot pas
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .. import timing
-from ..labs import CheckFailed, exercise, graph_and_output, require_cuda
+from ..labs import CheckFailed, counting_graph_calls, exercise, graph_and_output, require_cuda
 
 N = 4096            # elements in the pipeline's input: small, so launches dominate
 WIDTH = 256         # the cached model's width
@@ -102,29 +101,6 @@ def make_model(width: int = WIDTH):
     return torch.nn.Sequential(*layers).cuda().eval()
 
 
-@contextlib.contextmanager
-def _counting_graph_calls() -> Iterator[dict[str, int]]:
-    """Count CUDAGraph captures and replays made inside the block."""
-    import torch
-
-    counts = {"captures": 0, "replays": 0}
-    begin, replay = torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.replay
-
-    def counting_begin(self, *args, **kwargs):
-        counts["captures"] += 1
-        return begin(self, *args, **kwargs)
-
-    def counting_replay(self, *args, **kwargs):
-        counts["replays"] += 1
-        return replay(self, *args, **kwargs)
-
-    torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.replay = counting_begin, counting_replay
-    try:
-        yield counts
-    finally:
-        torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.replay = begin, replay
-
-
 @exercise("Exercise 3: a shape-bucketed graph cache",
           "capture one graph per bucket the first time it is needed (warm up first), pad the batch into the "
           "bucket's static input, replay, and return a copy of the rows that are yours; beyond the largest "
@@ -138,7 +114,7 @@ def check_graph_cache(make_graph_cache: Callable) -> str:
     batches = list(range(1, 65)) * 2
     order = torch.randperm(len(batches), generator=torch.Generator().manual_seed(0)).tolist()
     batches = [batches[i] for i in order] + [100]
-    with torch.no_grad(), _counting_graph_calls() as counts:
+    with torch.no_grad(), counting_graph_calls() as counts:
         run = make_graph_cache(model, BUCKETS, WIDTH)
         kept = []
         for i, batch in enumerate(batches):

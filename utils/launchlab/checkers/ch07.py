@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from .. import decoder, trace
-from ..labs import CheckFailed, exercise, require_cuda
+from ..labs import CheckFailed, counting_graph_calls, exercise, require_cuda
 
 LAB_CONFIG = decoder.DecoderConfig(layers=4, width=256, heads=4, vocab=1024, max_len=64, batch=2)
 STEPS = 32
@@ -48,25 +48,6 @@ def _same_tokens(yours, expected, what: str) -> None:
         where = f"; first wrong [sequence, step]: {wrong[0]}" if wrong else ""
         raise CheckFailed(f"{what}: your tokens differ from eager decoding{where}. "
                           f"yours {yours[0, :8].tolist()}..., eager {expected[0, :8].tolist()}...")
-
-
-@contextmanager
-def _counting_replays() -> Iterator[dict[str, int]]:
-    """Count torch.cuda.CUDAGraph.replay calls made inside the block."""
-    import torch
-
-    counts = {"replays": 0}
-    replay = torch.cuda.CUDAGraph.replay
-
-    def counting(self, *args, **kwargs):
-        counts["replays"] += 1
-        return replay(self, *args, **kwargs)
-
-    torch.cuda.CUDAGraph.replay = counting
-    try:
-        yield counts
-    finally:
-        torch.cuda.CUDAGraph.replay = replay
 
 
 def _graph(answer: object, what: str):
@@ -206,7 +187,7 @@ def check_capture_step(capture_step: Callable) -> str:
     for seed in (random.randrange(1000), random.randrange(1000, 2000)):
         first = decoder.first_tokens(LAB_CONFIG, "cuda", seed=seed)
         out.fill_(-1)
-        with _counting_replays() as counts:
+        with counting_graph_calls() as counts:
             _replay_steps(graph, token, pos, first, STEPS)
         _same_tokens(out, _eager_tokens(model, first), f"{STEPS} replays from start tokens {first.tolist()}")
     eager = _median_s(lambda: decoder.decode(step, first, STEPS))
@@ -239,7 +220,7 @@ def check_capture_loop(capture_loop: Callable) -> str:
             pos.zero_()
             graph.replay()
 
-        with _counting_replays() as counts:
+        with counting_graph_calls() as counts:
             events = trace.record(one_sequence)
         launches = trace.count(events, trace.LAUNCH_CATEGORIES, "cudaGraphLaunch")
         if launches != 1:
