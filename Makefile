@@ -16,6 +16,8 @@ LAB_ARGS ?=
 # JupyterLab refuses root unless told; containers often run as root.
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root)
 PY_VERSION ?= 3.12
+# Labs executed at once in the GPU tier: their stubs fail whatever the GPU is doing, so they may share it.
+LAB_WORKERS ?= 4
 
 .PHONY: lab test test-cpu test-gpu reference labs lint site wheelhouse clean
 
@@ -36,13 +38,21 @@ test: $(SETUP)
 lint: $(SETUP)
 	$(PY) -m ruff check utils tests notebooks solutions labs
 
+# The CPU tier: everything that needs no GPU; on a GPU machine too, its GPU cells are left to the GPU tier.
 test-cpu: $(SETUP) lint
 	$(PY) -m launchlab.labs --check
 	$(PY) -m launchlab.syllabus --check
-	$(PYTEST) tests $(NBVAL) -m "not gpu"
+	LAUNCHLAB_TIER=cpu $(PYTEST) tests $(NBVAL) -m "not gpu"
 
+# The GPU tier: the reference run executes every notebook and solution once, strictly (claims must hold,
+# checkers must pass their solutions) and writes reports/gpu/; then the GPU tests, timing-sensitive ones one at a
+# time, and the labs (stubs must fail their checkers) in parallel. Prints what each part cost.
 test-gpu: $(SETUP)
-	LAUNCHLAB_STRICT=1 $(PYTEST) tests $(NBVAL)
+	@start=$$(date +%s); \
+	$(PY) -m launchlab.reference_run && \
+	LAUNCHLAB_STRICT=1 $(PYTEST) tests -m "gpu and not labs" --durations=15 && \
+	$(PYTEST) tests -m "gpu and labs" -n $(LAB_WORKERS) --durations=10; \
+	status=$$?; echo "GPU tier: $$(( $$(date +%s) - start )) s in all"; exit $$status
 
 reference: $(SETUP)
 	$(PY) -m launchlab.reference_run $(NOTEBOOKS)
@@ -65,7 +75,7 @@ site: $(SETUP)
 wheelhouse:
 	python3 -m pip download -q --only-binary=:all: --python-version $(PY_VERSION) --implementation cp \
 	  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-	  --platform any -d .whl nbval nbclient nbformat ipykernel pytest-timeout ruff
+	  --platform any -d .whl nbval nbclient nbformat ipykernel pytest-timeout pytest-xdist ruff
 	cd .whl && rm -f numpy-* pytest-[0-9]* pluggy-* iniconfig-* packaging-* pygments-* psutil-* \
 	  python_dateutil-* six-* typing_extensions-* attrs-* coverage-*
 	@echo "$$(ls .whl | wc -l) wheels in .whl"

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from launchlab import claims, results
+from launchlab import results
 from launchlab.claims import ClaimFailed, claim
 
 
@@ -12,7 +12,7 @@ def test_claim_that_holds_is_printed_and_stored(results_dir, capsys, monkeypatch
     monkeypatch.setenv("LAUNCHLAB_STRICT", "1")
     assert claim("graphs are faster", 2.0 < 7.0, "2.0 us against 7.0 us") is True
     assert "CLAIM HELD  graphs are faster: 2.0 us against 7.0 us" in capsys.readouterr().out
-    assert results.load_run()["claims"] == {"graphs are faster": True}
+    assert results.load_run()["claims"] == {"graphs are faster": {"held": True, "detail": "2.0 us against 7.0 us"}}
 
 
 def test_failed_claim_explains_without_raising_for_a_learner(results_dir, capsys, monkeypatch):
@@ -20,12 +20,14 @@ def test_failed_claim_explains_without_raising_for_a_learner(results_dir, capsys
     assert claim("graphs are faster", False, "9 us against 7 us") is False
     out = capsys.readouterr().out
     assert "DID NOT HOLD" in out and "9 us against 7 us" in out and "not an error in your work" in out
-    assert results.load_run()["claims"]["graphs are faster"] is False
+    assert results.load_run()["claims"]["graphs are faster"]["held"] is False
 
 
 def test_failed_claim_raises_under_strict(results_dir, monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "1")
-    assert claims.strict()
+    from launchlab.env import strict
+
+    assert strict()
     with pytest.raises(ClaimFailed, match="graphs are faster"):
         claim("graphs are faster", False, "9 us against 7 us")
 
@@ -38,15 +40,65 @@ def test_record_stores_value_and_unit(results_dir):
     assert run["units"]["first_call_compile_ms"] == "ms"
 
 
-def test_record_refuses_nan(results_dir):
-    with pytest.raises(ValueError, match="NaN"):
-        results.record("broken", float("nan"), "us")
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_record_refuses_non_finite_values(results_dir, bad):
+    with pytest.raises(ValueError, match="check the measurement"):
+        results.record("broken", bad, "us")
 
 
-def test_reference_reads_committed_report(tmp_path, monkeypatch):
-    (tmp_path / "reports" / "gpu").mkdir(parents=True)
-    report = {"gpu": "NVIDIA H100 80GB HBM3", "metrics": {"empty_launch_enqueue_us": 6.5}}
-    (tmp_path / "reports" / "gpu" / "nvidia-h100-80gb-hbm3.json").write_text(json.dumps(report))
+def write_reports(root, reports: dict[str, dict]) -> None:
+    (root / "reports" / "gpu").mkdir(parents=True)
+    for slug, report in reports.items():
+        (root / "reports" / "gpu" / f"{slug}.json").write_text(json.dumps(report))
+
+
+H100 = {"gpu": "NVIDIA H100 80GB HBM3", "metrics": {"empty_launch_enqueue_us": 6.5, "only_h100_us": 1.0},
+        "units": {"empty_launch_enqueue_us": "us", "only_h100_us": "us"}}
+H200 = {"gpu": "NVIDIA H200", "metrics": {"empty_launch_enqueue_us": 5.5, "graphed_allreduce_speedup": 4.1},
+        "units": {"graphed_allreduce_speedup": "x"}}
+
+
+def test_reference_prefers_this_gpus_report_then_any_report_that_holds_the_figure(tmp_path, monkeypatch):
+    write_reports(tmp_path, {"nvidia-h100-80gb-hbm3": H100, "nvidia-h200": H200})
     monkeypatch.setenv("LAUNCHLAB_ROOT", str(tmp_path))
-    assert results.reference("empty_launch_enqueue_us") == (6.5, "NVIDIA H100 80GB HBM3")
-    assert results.reference("missing_metric") == (None, "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(results, "gpu_slug", lambda: "nvidia-h200")
+    mine = results.reference("empty_launch_enqueue_us")
+    assert (mine.value, mine.gpu, mine.label) == (5.5, "NVIDIA H200", "reference (H200)")
+    other = results.reference("only_h100_us")  # not in this GPU's report: found in the H100's, and named
+    assert (other.value, other.unit, other.label) == (1.0, "us", "reference (H100)")
+    assert results.reference("missing_metric") is None
+    monkeypatch.setattr(results, "gpu_slug", lambda: "cpu")  # no report of its own: the first that holds it
+    assert results.reference("graphed_allreduce_speedup").label == "reference (H200)"
+
+
+def test_compare_prints_yours_beside_the_reference_naming_its_gpu(tmp_path, monkeypatch, capsys):
+    write_reports(tmp_path, {"nvidia-h100-80gb-hbm3": H100, "nvidia-h200": H200})
+    monkeypatch.setenv("LAUNCHLAB_ROOT", str(tmp_path))
+    monkeypatch.setattr(results, "gpu_slug", lambda: "cpu")
+    rows = results.compare(["only_h100_us", "graphed_allreduce_speedup", "missing_metric"],
+                           yours={"only_h100_us": 2.0, "graphed_allreduce_speedup": 4.1})
+    out = capsys.readouterr().out
+    assert [r["reference_gpu"] for r in rows] == ["H100", "H200", None]
+    assert rows[0]["ratio"] == 2.0 and rows[1]["unit"] == "x"
+    assert "none" not in out.lower().replace("no report holds it", "")
+    assert "no report holds it" in out.splitlines()[-1]
+    label, values = results.reference_series(["only_h100_us", "graphed_allreduce_speedup"])
+    assert label == "reference (H100, H200)" and values == [1.0, 4.1]
+
+
+@pytest.mark.parametrize("name, short", [("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H200", "H200"),
+                                         ("NVIDIA GeForce RTX 4090", "RTX 4090"), ("NVIDIA A100-SXM4-80GB", "A100"),
+                                         (None, "no GPU")])
+def test_short_gpu_names(name, short):
+    assert results.short_gpu(name) == short
+
+
+def test_merge_into_report_keeps_earlier_entries_and_units(tmp_path):
+    path = tmp_path / "r.json"
+    results.merge_into_report(path, {"notebooks/00.ipynb": {"seconds": 1.0}},
+                              {"metrics": {"a_us": 1.0}, "units": {"a_us": "us"}, "claims": {"c1": {"held": True}}})
+    report = results.merge_into_report(path, {"notebooks/01.ipynb": {"seconds": 2.0}},
+                                       {"metrics": {"b_ms": 2.0}, "units": {"b_ms": "ms"}})
+    assert set(report["notebooks"]) == {"notebooks/00.ipynb", "notebooks/01.ipynb"}
+    assert report["metrics"] == {"a_us": 1.0, "b_ms": 2.0} and report["units"] == {"a_us": "us", "b_ms": "ms"}
+    assert report["claims"] == {"c1": {"held": True}} and json.loads(path.read_text()) == report

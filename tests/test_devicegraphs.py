@@ -1,10 +1,10 @@
-"""launchlab.devicegraphs and lab 06's checker plumbing: feature checks, child processes, references."""
+"""launchlab.devicegraphs and lab 06's checker plumbing: feature checks, results from child processes, references."""
 
 import pytest
 
-from launchlab import devicegraphs
+from launchlab import child, devicegraphs
 from launchlab.checkers import ch06
-from launchlab.labs import CheckFailed
+from launchlab.checking import CheckFailed
 
 
 def test_feature_check_names_the_driver_needed_and_what_to_do():
@@ -23,28 +23,21 @@ def test_a_missing_feature_is_one_line_not_a_traceback(monkeypatch):
     assert line.startswith("[skipped] conditional nodes needs a CUDA 12.4 driver")
 
 
-def test_run_python_returns_output_and_stops_at_its_timeout():
-    done = devicegraphs.run_python("import launchlab; print('child', launchlab.__version__)", timeout_s=60)
-    assert done.returncode == 0 and not done.timed_out and done.last_lines(1).startswith("child ")
-    stuck = devicegraphs.run_python("import time; time.sleep(30)", timeout_s=1)
-    assert stuck.timed_out and stuck.returncode is None
-
-
-@pytest.mark.parametrize("output, timed_out, message", [
-    ("RESULT {\"error\": \"your source did not compile\"}\n", False, "did not compile"),
-    ("Traceback\nSomething broke\n", False, "child process running your code failed: Traceback\nSomething broke"),
-    ("", True, "did not finish within"),
+@pytest.mark.parametrize("lines, timed_out, message", [
+    (["RESULT {\"error\": \"your source did not compile\"}"], False, "did not compile"),
+    (["Traceback", "Something broke"], False, "child process running your code failed: Traceback\nSomething broke"),
+    ([], True, "did not finish within"),
 ])
-def test_child_results_and_failures_become_check_messages(monkeypatch, output, timed_out, message):
-    ran = devicegraphs.ChildRun(None if timed_out else 0, output, timed_out)
-    monkeypatch.setattr(devicegraphs, "run_python", lambda script, timeout_s: ran)
+def test_child_results_and_failures_become_check_messages(monkeypatch, lines, timed_out, message):
+    ran = child.ChildRun(None if timed_out else 1, 1.0, timed_out, lines)
+    monkeypatch.setattr(child, "run_python", lambda script, **kwargs: ran)
     with pytest.raises(CheckFailed, match=message):
         ch06._in_child("anything()")
 
 
 def test_child_result_is_parsed(monkeypatch):
-    ran = devicegraphs.ChildRun(0, "compiling\nRESULT {\"cases\": [1, 2]}\n", False)
-    monkeypatch.setattr(devicegraphs, "run_python", lambda script, timeout_s: ran)
+    ran = child.ChildRun(0, 1.0, False, ["compiling", "RESULT {\"cases\": [1, 2]}"])
+    monkeypatch.setattr(child, "run_python", lambda script, **kwargs: ran)
     assert ch06._in_child("anything()") == {"cases": [1, 2]}
 
 

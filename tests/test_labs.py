@@ -1,10 +1,11 @@
-"""Lab generation from solutions, and the checker framework's verdicts."""
+"""Lab generation from solutions (launchlab.labs), and the checker framework's verdicts (launchlab.checking)."""
 
 import nbformat
 import pytest
 
 from launchlab import labs
-from launchlab.labs import CheckFailed, LabError, exercise, make_lab, strip_solutions, within
+from launchlab.checking import CheckFailed, exercise, within
+from launchlab.labs import LabError, make_lab, strip_solutions
 
 
 def solution_notebook(*cells):
@@ -98,7 +99,7 @@ def test_failed_check_raises_under_strict(monkeypatch):
 
 
 def test_within_factor_accepts_inside_and_rejects_outside():
-    from launchlab.labs import CheckFailed, within_factor
+    from launchlab.checking import CheckFailed, within_factor
 
     assert "ratio 2.00, 0.5 to 2 allowed" in within_factor(2048, 1024, 2, "flat until batch")
     with pytest.raises(CheckFailed, match="ratio 0.25"):
@@ -106,7 +107,7 @@ def test_within_factor_accepts_inside_and_rejects_outside():
 
 
 def test_graph_and_output_names_what_a_capture_exercise_must_return():
-    from launchlab.labs import CheckFailed, graph_and_output
+    from launchlab.checking import CheckFailed, graph_and_output
 
     with pytest.raises(CheckFailed, match=r"return \(graph, out\).*not tuple"):
         graph_and_output(("not a graph", 1))

@@ -1,4 +1,4 @@
-"""The reference run's report: executed in place, in the format of GUIDE section 7."""
+"""The reference run's report: executed in place, in the format CONTRIBUTING.md gives."""
 
 import json
 
@@ -29,22 +29,35 @@ def test_report_has_the_guide_fields_and_merges(tmp_path):
     nbformat.write(nb, path)
     rel = "notebooks/00_demo.ipynb"
     stats = {rel: {"cells": 1, "failed": 0, "skipped": 0, "seconds": 0.5}}
-    first = reference.write_report(tmp_path, [path], stats, {"metrics": {"a_us": 1.0}, "claims": {"c1": True}})
+    first = reference.write_report(tmp_path, [path], stats, {"metrics": {"a_us": 1.0}, "units": {"a_us": "us"},
+                                                             "claims": {"c1": {"held": True, "detail": "2 < 7"}}})
     reference.write_report(tmp_path, [path], stats, {"metrics": {"b_us": 2.0}, "claims": {}})
     report = json.loads(first.read_text())
     assert set(report) == {"gpu", "driver", "cuda_runtime", "torch", "cupy", "python", "date", "notebooks",
-                           "metrics", "claims"}
+                           "metrics", "units", "claims"}
     assert report["notebooks"][rel] == {"source_sha256": source_sha256(path), **stats[rel]}
-    assert report["metrics"] == {"a_us": 1.0, "b_us": 2.0} and report["claims"] == {"c1": True}
+    assert report["metrics"] == {"a_us": 1.0, "b_us": 2.0} and report["units"] == {"a_us": "us"}
+    assert report["claims"] == {"c1": {"held": True, "detail": "2 < 7"}}
+
+
+def test_verdicts_are_read_from_checker_output():
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("check()")
+    cell.outputs = [nbformat.v4.new_output("stream", text="PASS [Exercise 1: a] fine\nFAIL [Exercise 2: b] no\n")]
+    nb.cells = [cell]
+    assert reference.verdicts(nb) == {"Exercise 1: a": "PASS", "Exercise 2: b": "FAIL"}
 
 
 def test_committed_reports_are_well_formed(root):
     for path in sorted((root / "reports" / "gpu").glob("*.json")):
         report = json.loads(path.read_text())
         assert report["gpu"] and report["notebooks"], path.name
-        for entry in report["notebooks"].values():
-            assert set(entry) == {"source_sha256", "cells", "failed", "skipped", "seconds"}
-        assert all(isinstance(v, bool) for v in report["claims"].values())
+        for path_in_report, entry in report["notebooks"].items():
+            assert {"source_sha256", "cells", "failed", "skipped", "seconds"} <= set(entry) <= {
+                "source_sha256", "cells", "failed", "skipped", "seconds", "verdicts"}, path_in_report
+        for name, value in report["claims"].items():
+            assert isinstance(value, bool) or (isinstance(value, dict) and isinstance(value.get("held"), bool)), name
+        assert set(report.get("units", {})) <= set(report["metrics"])
 
 
 def test_collect_run_reads_the_gpu_run_file_and_keeps_traces(tmp_path, monkeypatch):

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
+from .env import strict
 from .results import record_claim
 
 
@@ -11,15 +10,10 @@ class ClaimFailed(AssertionError):
     """A teaching claim did not hold under LAUNCHLAB_STRICT=1."""
 
 
-def strict() -> bool:
-    """True under LAUNCHLAB_STRICT=1 (the GPU tier), where a failed claim raises."""
-    return os.environ.get("LAUNCHLAB_STRICT", "") not in ("", "0", "false", "no")
-
-
 def claim(name: str, holds: bool, why: str) -> bool:
     """Check a teaching claim on this GPU, print the verdict with the measured figures, and store it."""
     held = bool(holds)
-    record_claim(name, held)
+    record_claim(name, held, why)
     if held:
         print(f"CLAIM HELD  {name}: {why}")
         return True

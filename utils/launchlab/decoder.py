@@ -1,4 +1,5 @@
-"""A small decoder-only transformer with a static KV cache: the workload of chapter 07, its lab and checkers.
+"""Chapter 07's kit: a small decoder-only transformer with a static KV cache, the workload of the chapter, its lab
+and checkers.
 
 Random weights, greedy decoding, one token per step. Everything a step needs lives in tensors of fixed shape
 and address (the KV cache, the position, the causal mask, the rotary table), so a step can be compiled

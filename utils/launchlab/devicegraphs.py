@@ -1,18 +1,16 @@
-"""Plumbing for graphs the GPU launches itself and for conditional nodes: feature checks, device-runtime
-compilation, waiting with a deadline, and child processes for experiments that may corrupt a CUDA context.
+"""Chapter 06's kit: plumbing for graphs the GPU launches itself and for conditional nodes (feature checks,
+device-runtime compilation, waiting on a stream with a deadline).
 
 The lessons (the kernels that call cudaGraphLaunch, the graphs, the loops) stay in chapter 06; this module
-holds what the chapter, its lab checkers and chapter 07 share.
+holds what the chapter and its lab checkers share. Experiments that may corrupt a CUDA context run in a child
+process: launchlab.child.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
+
+from .env import CellSkipped, skip_following_cells
 
 # The driver version (cuDriverGetVersion: 1000 * major + 10 * minor) each feature first shipped in.
 FEATURES = {
@@ -23,11 +21,8 @@ INSTANTIATE_DEVICE_LAUNCH = 4  # CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH
 CUDA_INCLUDE = "/usr/local/cuda/include"
 
 
-class FeatureMissing(RuntimeError):
+class FeatureMissing(CellSkipped):
     """A CUDA feature this chapter needs is missing here; IPython shows one line, not a traceback."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"[skipped] {self}"]
 
 
 def driver_version() -> int:
@@ -61,9 +56,7 @@ def require(feature: str) -> None:
     stop in one line too, instead of a traceback about a name this cell never defined."""
     reason = missing(feature)
     if reason:
-        from .env import _install_no_traceback_handler
-
-        _install_no_traceback_handler(None, reason)
+        skip_following_cells(reason)
         raise FeatureMissing(reason)
 
 
@@ -128,29 +121,3 @@ def wait(stream, timeout_s: float = 30.0, what: str = "the GPU work") -> float:
     if int(err) != 0:
         raise RuntimeError(f"{what} failed on the GPU with {err.name}")
     return time.perf_counter() - start
-
-
-@dataclass(frozen=True)
-class ChildRun:
-    """What a Python child process printed, how it ended, and whether it ran out of time."""
-
-    returncode: int | None
-    output: str
-    timed_out: bool
-
-    def last_lines(self, count: int = 3) -> str:
-        """The last `count` non-empty lines of its output."""
-        return "\n".join([line for line in self.output.splitlines() if line.strip()][-count:])
-
-
-def run_python(script: str, timeout_s: float = 120.0) -> ChildRun:
-    """Run `script` in a fresh Python process with launchlab importable; never waits past `timeout_s`."""
-    utils = str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [utils, os.environ.get("PYTHONPATH")])))
-    try:
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout_s,
-                              env=env)
-    except subprocess.TimeoutExpired as exc:  # keep what it printed before it was stopped
-        out = "".join(part.decode() if isinstance(part, bytes) else part for part in (exc.stdout, exc.stderr) if part)
-        return ChildRun(None, out, True)
-    return ChildRun(done.returncode, done.stdout + done.stderr, False)

@@ -1,4 +1,4 @@
-"""What machine is this? GPU, driver, CUDA runtime and library detection, and the no-GPU message."""
+"""The machine and the mode of this run: GPU, driver, CUDA runtime and libraries; strict mode; skipping a cell."""
 
 from __future__ import annotations
 
@@ -110,6 +110,11 @@ def gpu_count() -> int:
     return env.gpu_count if env.gpu_name else 0
 
 
+def tier_gpus() -> int:
+    """GPUs the tests may use: none in the CPU tier (LAUNCHLAB_TIER=cpu, even on a GPU machine), else gpu_count()."""
+    return 0 if os.environ.get("LAUNCHLAB_TIER") == "cpu" else gpu_count()
+
+
 def gpu_slug(name: str | None = None) -> str:
     """A file-name-safe short name for a GPU, e.g. 'nvidia-h100-80gb-hbm3'; 'cpu' without one."""
     name = name if name is not None else environment().gpu_name
@@ -167,8 +172,20 @@ def no_gpu_message(env: Environment | None = None) -> str:
     )
 
 
-def _install_no_traceback_handler(env: Environment | None, reason: str | None = None) -> bool:
-    """In IPython, turn every later cell error into one line that names what is missing (the GPU by default)."""
+def strict() -> bool:
+    """True under LAUNCHLAB_STRICT=1 (the GPU tier), where a failed claim or check raises instead of printing."""
+    return os.environ.get("LAUNCHLAB_STRICT", "") not in ("", "0", "false", "no")
+
+
+class CellSkipped(RuntimeError):
+    """This cell cannot run here (no GPU, too few GPUs, an old driver): IPython shows one line, not a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"[skipped] {self}"]
+
+
+def skip_following_cells(reason: str) -> bool:
+    """In IPython, turn every later cell error into one line that names `reason`; False outside IPython."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -179,8 +196,7 @@ def _install_no_traceback_handler(env: Environment | None, reason: str | None = 
 
     def handler(shell, etype, value, tb, tb_offset=None):
         line = f"{etype.__name__}: {value}".splitlines()[0][:200]
-        missing = reason or f"no usable CUDA GPU ({env.problem})"
-        note = (f"[skipped: {missing}] this cell stopped at: {line}. "
+        note = (f"[skipped: {reason}] this cell stopped at: {line}. "
                 "Its stored output in the course shows the reference GPU run.")
         # An error output whose "traceback" is this one line: the cell still counts as failed (for nbval and
         # Run All), but the learner reads a sentence instead of a stack.
@@ -190,11 +206,17 @@ def _install_no_traceback_handler(env: Environment | None, reason: str | None = 
     return True
 
 
+def skip_cell(reason: str) -> None:
+    """Stop this cell and every later one that fails for the same reason, each with one line instead of a traceback."""
+    skip_following_cells(reason)
+    raise CellSkipped(reason)
+
+
 def require_gpu() -> bool:
     """True with a usable GPU; otherwise print what is missing and what to do, and return False."""
     env = environment()
     if env.has_gpu:
         return True
     print(no_gpu_message(env))
-    _install_no_traceback_handler(env)
+    skip_following_cells(f"no usable CUDA GPU ({env.problem})")
     return False

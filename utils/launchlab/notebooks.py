@@ -1,4 +1,4 @@
-"""Reading course notebooks: code cells, tags, the source hash of GUIDE section 7, CUDA sources inside."""
+"""Reading course notebooks: code cells, tags, the source hash of a GPU report (CONTRIBUTING.md), CUDA sources inside."""
 
 from __future__ import annotations
 
@@ -43,6 +43,11 @@ def needs_gpus(cell) -> int:
     """How many GPUs a cell needs by its tags: 0, 1 (gpu) or 2 (multi-gpu)."""
     t = tags(cell)
     return 2 if MULTI_GPU_TAG in t else 1 if GPU_TAG in t else 0
+
+
+def runs_gpu_cells(nb: nbformat.NotebookNode, have: int) -> bool:
+    """True when a machine with `have` GPUs can run at least one of the notebook's GPU-tagged cells."""
+    return any(cell.cell_type == "code" and 1 <= needs_gpus(cell) <= have for cell in nb.cells)
 
 
 def _names(source: str) -> tuple[set[str], set[str]]:

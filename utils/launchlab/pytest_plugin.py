@@ -1,26 +1,28 @@
 """pytest plugin: skip nbval cells tagged `gpu` without a CUDA GPU, `multi-gpu` with fewer than two.
 
 Loaded by `-p launchlab.pytest_plugin` (pyproject's addopts). Also skips tests marked `gpu`, and says in
-the summary how many cells were skipped and why.
+the summary how many cells were skipped and why. In the CPU tier (LAUNCHLAB_TIER=cpu) GPU cells are skipped
+even on a GPU machine: the GPU tier runs them once, in the reference run.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from .env import environment, gpu_count
+from .env import environment, gpu_count, tier_gpus
 from .notebooks import needs_gpus
 
 _skipped: dict[str, list[str]] = {"gpu": [], "multi-gpu": []}
 
 
 def _reason(needed: int) -> str | None:
-    have = gpu_count()
-    if have >= needed:
+    if tier_gpus() >= needed:
         return None
+    if gpu_count() >= needed:
+        return "the CPU tier leaves it to the GPU tier (make test-gpu)"
     if needed == 1:
         return f"needs a CUDA GPU: {environment().problem}"
-    return f"needs {needed} CUDA GPUs, this machine has {have}"
+    return f"needs {needed} CUDA GPUs, this machine has {gpu_count()}"
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,32 +1,28 @@
-"""Run the ranks of a torch.distributed program from a notebook: torchrun as a child process, its output
-streamed back line by line, and a timeout that stops every rank, so a hung collective never hangs the notebook.
+"""Chapter 08's kit: the ranks of a torch.distributed program run from a notebook, and what every rank starts with.
+
+torchrun runs as a child (launchlab.child: output streamed line by line, a deadline that stops every rank, so a
+hung collective never hangs the notebook); inside a rank, `init`, `result`, `Watchdog`, `unrolled`, `shutdown`.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from .env import gpu_count, repo_root
+from . import child
+from .child import ChildRun, result, say
+from .env import CellSkipped, gpu_count
 
-RESULT_PREFIX = "RESULT "
-# torchrun's banner about OMP_NUM_THREADS: true for every run, so not worth echoing each time.
-_BANNER = ("*****", "Setting OMP_NUM_THREADS")
+__all__ = ["ChildRun", "NotEnoughGPUs", "RankRun", "Watchdog", "init", "require_gpus", "result", "run_ranks", "say",
+           "shutdown", "unrolled"]
 
 
-class NotEnoughGPUs(RuntimeError):
+class NotEnoughGPUs(CellSkipped):
     """This cell needs more GPUs than the machine has; IPython shows one line, not a traceback."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"[skipped] {self}"]
 
 
 def require_gpus(count: int) -> None:
@@ -38,91 +34,18 @@ def require_gpus(count: int) -> None:
                             "two-GPU figures")
 
 
-@dataclass
-class RankRun:
-    """What a torchrun child did: exit code, seconds, whether the timeout stopped it, and every output line."""
-
-    returncode: int | None
-    seconds: float
-    timed_out: bool
-    lines: list[str] = field(default_factory=list)
-    ended_at: float = 0.0  # time.time() when every rank had stopped
-
-    @property
-    def ok(self) -> bool:
-        """True when every rank exited cleanly within the timeout."""
-        return self.returncode == 0 and not self.timed_out
-
-    def results(self) -> list[dict]:
-        """The JSON objects the ranks printed on lines starting with RESULT_PREFIX."""
-        # Each rank writes whole lines, but torchrun may still join two ranks' lines: split at every prefix.
-        found = []
-        for line in self.lines:
-            for chunk in line.split(RESULT_PREFIX)[1:]:
-                found.append(json.JSONDecoder().raw_decode(chunk)[0])
-        return found
-
-    def tagged(self, tag: str) -> list[str]:
-        """Output lines starting with `tag` (for example "COLLECTIVE" or "WATCHDOG")."""
-        return [line for line in self.lines if line.startswith(tag)]
-
-
-def _child_env(extra: dict[str, str] | None) -> dict[str, str]:
-    env = dict(os.environ)
-    utils = str(repo_root() / "utils")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (utils, env.get("PYTHONPATH", "")) if p)
-    env.setdefault("OMP_NUM_THREADS", "1")
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra or {})
-    return env
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """SIGTERM the whole process group (torchrun and its ranks), then SIGKILL what is left."""
-    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+RankRun = ChildRun  # what a torchrun child did: see launchlab.child
 
 
 def run_ranks(script: str, nprocs: int = 2, args: tuple[str, ...] = (), timeout_s: float = 120.0,
-              env: dict[str, str] | None = None, echo: bool = True) -> RankRun:
+              env: dict[str, str] | None = None, echo: bool = True) -> ChildRun:
     """Run `script` on `nprocs` ranks with torchrun (--standalone), echoing its output as it comes."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ranks_program.py"
         path.write_text(script, encoding="utf-8")
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nprocs}",
                    str(path), *args]
-        start = time.perf_counter()
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   env=_child_env(env), cwd=tmp, start_new_session=True)
-        lines: list[str] = []
-
-        def pump() -> None:
-            for line in process.stdout:  # type: ignore[union-attr]
-                line = line.rstrip("\n")
-                lines.append(line)
-                if echo and not line.startswith(_BANNER) and line.strip():
-                    print(line, flush=True)
-
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        timed_out = False
-        try:
-            process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            print(f"[run_ranks] no exit after {timeout_s:.0f} s: stopping every rank", flush=True)
-            _stop(process)
-        ended_at = time.time()
-        reader.join(timeout=5)
-        return RankRun(process.returncode, time.perf_counter() - start, timed_out, lines, ended_at)
+        return child.run(command, timeout_s, echo=echo, env=env, cwd=tmp)
 
 
 # ---- inside a rank: what every program of chapter 08 and its checkers starts with ------------------------------
@@ -139,17 +62,6 @@ def init(backend: str):
         device = torch.device("cpu")
     dist.init_process_group(backend, device_id=device if backend == "nccl" else None)
     return dist.get_rank(), dist.get_world_size(), device
-
-
-def say(line: str) -> None:
-    """Print a whole line in one write, so lines from different ranks never interleave mid-line."""
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
-
-
-def result(**values: object) -> None:
-    """Print one RESULT line that RankRun.results() parses."""
-    say(RESULT_PREFIX + json.dumps(values))
 
 
 class Watchdog:

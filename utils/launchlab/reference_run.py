@@ -1,17 +1,19 @@
-"""The reference run: execute notebooks and solutions in place and write reports/gpu/<gpu>.json.
+"""The reference run: execute notebooks and solutions in place, strictly, and write reports/gpu/<gpu>.json.
 
-Usage: python -m launchlab.reference_run [NOTEBOOK ...]   (default: every notebook and solution)
-Cells tagged for more GPUs than this machine has keep their stored outputs and count as skipped. Entries
-for notebooks not run this time are kept from the existing report of the same GPU, so a chapter can be
-re-run alone.
+Usage: python -m launchlab.reference_run [NOTEBOOK ...]   (default: every notebook and solution with a GPU
+cell this machine can run)
+This is the notebook half of the GPU tier (`make test-gpu`): every cell runs once, under LAUNCHLAB_STRICT=1,
+so a claim that does not hold or a checker that fails its solution fails the cell. Cells tagged for more GPUs
+than this machine has keep their stored outputs and count as skipped. Entries for notebooks not run this time
+are kept from the existing report of the same GPU, so a chapter can be re-run alone.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -22,13 +24,27 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
-from . import labs, syllabus
-from .env import environment, gpu_count, gpu_slug, library_version, repo_root
-from .notebooks import code_sources, course_notebooks, needs_gpus, source_sha256
+from . import labs, results, syllabus
+from .checking import FAIL_MARK, PASS_MARK
+from .env import environment, gpu_count, gpu_slug, repo_root
+from .notebooks import code_sources, course_notebooks, needs_gpus, runs_gpu_cells, source_sha256
+
+_VERDICT = re.compile(rf"^({PASS_MARK}|{FAIL_MARK}) \[(Exercise[^\]]*)\]", re.MULTILINE)
+
+
+def verdicts(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """{exercise: PASS or FAIL} as the checkers printed them in a notebook's outputs."""
+    found = {}
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            for mark, name in _VERDICT.findall(out.get("text", "")):
+                found[name] = mark
+    return found
 
 
 def execute_in_place(path: Path, env_vars: dict[str, str], cell_timeout: int = 600) -> dict:
-    """Run every cell this machine can run, keep outputs, save; return cells, failed, skipped, seconds."""
+    """Run every cell this machine can run, keep outputs, save; return cells, failed, skipped, seconds and the
+    checkers' verdicts (for a solution)."""
     nb = nbformat.read(path, as_version=4)
     have = gpu_count()
     old = {k: os.environ.get(k) for k in env_vars}
@@ -60,29 +76,19 @@ def execute_in_place(path: Path, env_vars: dict[str, str], cell_timeout: int = 6
                 os.environ[k] = v
     seconds = time.perf_counter() - start
     nbformat.write(nb, path)
-    return {"cells": cells, "failed": failed, "skipped": skipped, "seconds": round(seconds, 1)}
+    entry = {"cells": cells, "failed": failed, "skipped": skipped, "seconds": round(seconds, 1)}
+    found = verdicts(nb)
+    return {**entry, "verdicts": found} if found else entry
 
 
-def write_report(root: Path, paths: list[Path], results: dict[str, dict], run: dict) -> Path:
-    """Merge this run into reports/gpu/<gpu>.json in the format of GUIDE section 7."""
-    env = environment()
-    report_path = root / "reports" / "gpu" / f"{gpu_slug()}.json"
-    report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.exists() else {}
-    notebooks = report.get("notebooks", {})
+def write_report(root: Path, paths: list[Path], entries: dict[str, dict], run: dict) -> Path:
+    """Merge this run into this GPU's report, each notebook tied to its sources by their hash."""
+    report_path = results.reports_dir(root) / f"{gpu_slug()}.json"
+    notebooks = {}
     for path in paths:
         rel = path.relative_to(root).as_posix()
-        notebooks[rel] = {"source_sha256": source_sha256(path), **results[rel]}
-    metrics = {**report.get("metrics", {}), **run.get("metrics", {})}
-    claims = {**report.get("claims", {}), **run.get("claims", {})}
-    report = {
-        "gpu": env.gpu_name, "driver": env.driver, "cuda_runtime": env.cuda_runtime,
-        "torch": library_version("torch"), "cupy": library_version("cupy"),
-        "python": env.python, "date": dt.date.today().isoformat(),
-        "notebooks": dict(sorted(notebooks.items())),
-        "metrics": dict(sorted(metrics.items())), "claims": dict(sorted(claims.items())),
-    }
-    report_path.parent.mkdir(parents=True, exist_ok=True)
-    report_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        notebooks[rel] = {"source_sha256": source_sha256(path), **entries[rel]}
+    results.merge_into_report(report_path, notebooks, run)
     return report_path
 
 
@@ -105,25 +111,39 @@ def main(argv: list[str] | None = None) -> int:
     if not environment().has_gpu:
         print(f"make reference needs a CUDA GPU: {environment().problem}", file=sys.stderr)
         return 2
-    paths = [p.resolve() for p in args.paths] or course_notebooks(root)
+    paths = [p.resolve() for p in args.paths]
+    if not paths:  # every notebook with a GPU cell this machine can run; the CPU tier runs the rest
+        for path in course_notebooks(root):
+            if runs_gpu_cells(nbformat.read(path, as_version=4), gpu_count()):
+                paths.append(path)
+            else:
+                print(f"not run here: {path.relative_to(root).as_posix()} (its GPU cells need more GPUs than "
+                      f"this machine's {gpu_count()}; the CPU tier runs its other cells)", flush=True)
     with tempfile.TemporaryDirectory() as results_dir:
         env_vars = {"LAUNCHLAB_STRICT": "1", "LAUNCHLAB_RESULTS_DIR": results_dir, "LAUNCHLAB_ROOT": str(root),
                     "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
-        results = {}
+        entries = {}
         for path in paths:
             rel = path.relative_to(root).as_posix()
             print(f"running {rel} ({len(code_sources(nbformat.read(path, as_version=4)))} code cells)", flush=True)
-            results[rel] = execute_in_place(path, env_vars)
-            print(f"  {results[rel]}", flush=True)
+            entries[rel] = execute_in_place(path, env_vars)
+            print(f"  {entries[rel]}", flush=True)
         run = collect_run(Path(results_dir), root / "runs" / "reference")
-    report_path = write_report(root, paths, results, run)
+    report_path = write_report(root, paths, entries, run)
     labs.generate(root)
     syllabus.generate(root)  # the start page shows each chapter's run time from the report
-    failed = sum(r["failed"] for r in results.values())
-    bad_claims = [k for k, v in run.get("claims", {}).items() if not v]
+    failed = sum(r["failed"] for r in entries.values())
+    bad_claims = [k for k, v in run.get("claims", {}).items() if not results.claim_held(v)]
+    failed_checks = [f"{rel}: {name}" for rel, r in entries.items() for name, mark in r.get("verdicts", {}).items()
+                     if mark != PASS_MARK]
+    print("seconds per notebook, slowest first:")
+    for rel, r in sorted(entries.items(), key=lambda item: -item[1]["seconds"]):
+        print(f"  {r['seconds']:7.1f}  {rel}")
+    print(f"  {sum(r['seconds'] for r in entries.values()):7.1f}  in all")
     print(f"wrote {report_path.relative_to(root)}: {len(paths)} notebooks, {failed} failed cells, "
-          f"{len(run.get('metrics', {}))} metrics, claims not held: {bad_claims or 'none'}")
-    return 1 if failed or bad_claims else 0
+          f"{len(run.get('metrics', {}))} metrics, claims not held: {bad_claims or 'none'}, "
+          f"checks failed: {failed_checks or 'none'}")
+    return 1 if failed or bad_claims or failed_checks else 0
 
 
 if __name__ == "__main__":

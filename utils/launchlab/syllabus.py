@@ -1,4 +1,4 @@
-"""The course's start page, START_HERE.ipynb, generated from the chapters present and the reference run.
+"""The course's start page, START_HERE.ipynb, generated from the chapters present and the GPU reports.
 
 It sits beside the README, not in notebooks/: it is not a lecture, has nothing to run, and links to the
 lecture, lab and solution of every chapter.
@@ -9,14 +9,15 @@ Run `python -m launchlab.syllabus` to regenerate it (`make labs` does), `--check
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
+from . import results
 from .env import repo_root
+from .notebooks import source_sha256
 
 START_PAGE = "START_HERE.ipynb"
 
@@ -63,33 +64,38 @@ def _stem(root: Path, number: str) -> str | None:
     return found[0] if found else None
 
 
-def _seconds(report: dict | None, path: str) -> float | None:
-    entry = (report or {}).get("notebooks", {}).get(path)
-    return entry.get("seconds") if entry else None
-
-
-def _reference(root: Path) -> dict | None:
-    reports = sorted((root / "reports" / "gpu").glob("*.json"))
-    return json.loads(reports[0].read_text(encoding="utf-8")) if reports else None
+def _runs(root: Path, stem: str) -> str:
+    """'H100: 15 + 10 s': the lecture's and the solution's run time in every report that holds them."""
+    by_gpu: dict[str, list[str]] = {}
+    stale = set()
+    for d in ("notebooks", "solutions"):
+        path = root / d / f"{stem}.ipynb"
+        if not path.exists():
+            continue
+        for run in results.notebook_runs(f"{d}/{stem}.ipynb", source_sha256(path), root):
+            by_gpu.setdefault(run["gpu"], []).append(f"{run['seconds']:.0f}")
+            if not run["current"] or run.get("failed"):
+                stale.add(run["gpu"])
+    if not by_gpu:
+        return "not run yet"
+    return "; ".join(f"{gpu}: {' + '.join(times)} s" + (" (since changed)" if gpu in stale else "")
+                     for gpu, times in sorted(by_gpu.items()))
 
 
 def index_cells(root: Path) -> list[str]:
     """The markdown of the start page: how to work, then one row per chapter."""
-    report = _reference(root)
-    gpu = report.get("gpu") if report else None
-    rows = ["| # | chapter | what you measure | needs | runs (reference GPU) | lecture | lab | solution |",
+    rows = ["| # | chapter | what you measure | needs | reference runs | lecture | lab | solution |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for ch in CHAPTERS:
         stem = _stem(root, ch.number)
         if stem is None:
             rows.append(f"| {ch.number} | {ch.title} | {ch.measures} | {ch.needs} | not in this checkout yet | | | |")
             continue
-        times = [_seconds(report, f"{d}/{stem}.ipynb") for d in ("notebooks", "solutions")]
-        runs = " + ".join(f"{t:.0f} s" for t in times if t is not None) or "not run yet"
+        runs = _runs(root, stem)
         links = [f"[open]({d}/{stem}.ipynb)" if (root / d / f"{stem}.ipynb").exists() else "-"
                  for d in ("notebooks", "labs", "solutions")]
         rows.append(f"| {ch.number} | {ch.title} | {ch.measures} | {ch.needs} | {runs} | " + " | ".join(links) + " |")
-    intro = f"""# LaunchLab: where the time goes between "launch this kernel" and "the GPU did it"
+    intro = """# LaunchLab: where the time goes between "launch this kernel" and "the GPU did it"
 
 Start here. Each chapter is a **lecture** (read it, run it: every figure is measured on your GPU and shown
 beside the course's reference run), a **lab** (exercises, each ending in a checker that measures its own
@@ -99,7 +105,8 @@ reference on your machine) and its **solution**. Work through them in order; eac
   one they print a one-line note, and the stored outputs show the reference run.
 - In a lab, replace each `raise NotImplementedError(...)` line with your code, run the cell, then run the
   checker cell below it: it prints `PASS` or `FAIL` with a hint.
-- Run times below are from the reference run{f' on an {gpu}' if gpu else ''} (lecture + solution)."""
+- The reference runs column gives, for each GPU the course's reports were made on, how long the lecture and
+  the solution took to run there (`reports/gpu/`)."""
     syllabus = "## Syllabus\n\n" + "\n".join(rows)
     after = """## When something disagrees
 

@@ -1,4 +1,4 @@
-"""One result type over the library timers, for the figures of GUIDE section 5.
+"""One result type over the library timers, for the five launch figures that CONTRIBUTING.md defines.
 
 Each function says which figure it measures. Launch throughput and launch + sync latency come from
 torch.utils.benchmark.Timer (its default timer synchronises the whole device, so CuPy work counts too);

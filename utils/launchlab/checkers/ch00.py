@@ -11,8 +11,11 @@ import statistics
 import time
 from collections.abc import Callable
 
+from ..checking import exercise, number, within
 from ..kernels import SPIN_SOURCE, spinner
-from ..labs import CheckFailed, exercise, within
+
+# What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
+__all__ = ["check_event_stream", "check_library_field", "check_median", "check_wait_for_gpu", "check_warm_up"]
 
 TOLERANCE = 0.10
 # Long enough that the launch's trip to an idle GPU (tens, at times a few hundred, microseconds) stays a small
@@ -23,11 +26,7 @@ _fresh = itertools.count()
 
 def _returned_ms(value: object, what: str) -> float:
     """Your function's return value as a float of milliseconds, or a clear failure."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise CheckFailed(f"{what} returned {value!r}; return a number of milliseconds")
-    if value <= 0:
-        raise CheckFailed(f"{what} returned {value}; a duration must be positive")
-    return float(value)
+    return number(value, f"what {what} returned", "milliseconds")
 
 
 @exercise("Exercise 1: wait for the GPU",

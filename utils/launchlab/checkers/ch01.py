@@ -9,7 +9,10 @@ import time
 from collections.abc import Callable
 
 from .. import timing
-from ..labs import CheckFailed, exercise, within, within_factor
+from ..checking import CheckFailed, exercise, number, within, within_factor
+
+# What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
+__all__ = ["check_crossover", "check_first_launch", "check_fused_conv", "check_launch_figures"]
 
 EMPTY_SOURCE = 'extern "C" __global__ void empty() { }'
 AXPY_SOURCE = r"""
@@ -32,12 +35,6 @@ FIGURE_TOLERANCE = 0.35  # two back-to-back measurements of one launch figure di
 # Steps of 2. Near the crossover, sizes that fit in the L2 cache run faster and vary from run to run, so two
 # sweeps a few seconds apart can disagree by two steps: a factor of 4 either way is allowed.
 SWEEP_SIZES = [2**k for k in range(4, 27)]
-
-
-def _number(value: object, what: str) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-        raise CheckFailed(f"{what} is {value!r}; it must be a positive number")
-    return float(value)
 
 
 @exercise("Exercise 1: measure the three launch figures",
@@ -72,7 +69,7 @@ def check_launch_figures(measure_launch_figures: Callable[[Callable[[], object]]
         raise CheckFailed(f"your dict lacks {sorted(missing)}; it needs {sorted(before)}")
     lines = []
     for key in before:
-        value = _number(yours[key], key)
+        value = number(yours[key], key)
         closer = min((before[key], after[key]), key=lambda ref: abs(value - ref) / ref)
         lines.append(within(value, closer, FIGURE_TOLERANCE, key))
     return "; ".join(lines)
@@ -93,7 +90,7 @@ def axpy_runner(n: int) -> Callable[[], None]:
     return run
 
 
-def reference_crossover(make_run: Callable[[int], Callable[[], None]]) -> int:
+def _reference_crossover(make_run: Callable[[int], Callable[[], None]]) -> int:
     """The first swept size from which every larger size takes over twice the small-size floor per launch."""
     import numpy as np
 
@@ -112,8 +109,8 @@ def reference_crossover(make_run: Callable[[int], Callable[[], None]]) -> int:
           "of the smallest sizes, and return the first size from which every larger size stays above twice "
           "that floor.")
 def check_crossover(find_crossover: Callable[[Callable[[int], Callable[[], None]]], int]) -> str:
-    yours = _number(find_crossover(axpy_runner), "your crossover")
-    expected = reference_crossover(axpy_runner)
+    yours = number(find_crossover(axpy_runner), "your crossover")
+    expected = _reference_crossover(axpy_runner)
     return within_factor(yours, expected, 4, "crossover (elements)")
 
 

@@ -14,7 +14,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import timing, trace
-from ..labs import CheckFailed, exercise, within_factor
+from ..checking import CheckFailed, exercise, within_factor
+
+# What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
+__all__ = [
+    "EXPLODING",
+    "check_classify",
+    "check_flat_until",
+    "check_idle_stats",
+    "check_no_syncs",
+    "train_with_syncs",
+]
 
 LABELS = ("overhead", "bandwidth", "compute")
 # Host round trips a loop must not make: the aten ops behind .item(), bool(tensor) and .tolist().
@@ -91,7 +101,7 @@ def check_idle_stats(gpu_idle_stats: Callable[[str, str], dict]) -> str:
 
 # ---- exercise 2: classify workloads from their sweeps ----------------------------------------------------
 
-def reference_classify(sweep: dict, machine_balance: float) -> str:
+def _reference_classify(sweep: dict, machine_balance: float) -> str:
     """Overhead-bound if time stays within 2x while the work grows 16x or more; else the roofline side."""
     seconds, sizes = sweep["seconds"], sweep["sizes"]
     if seconds[-1] / seconds[0] < 2 and sizes[-1] / sizes[0] >= 16:
@@ -159,7 +169,7 @@ def check_classify(classify: Callable[[dict, float], str]) -> str:
         yours = classify({k: list(v) for k, v in sweeps[truth].items()}, balance)
         if yours not in LABELS:
             raise CheckFailed(f"classify returned {yours!r} for workload {letter}; return one of {LABELS}")
-        expected = reference_classify(sweeps[truth], balance)
+        expected = _reference_classify(sweeps[truth], balance)
         lines.append(f"workload {letter}: yours {yours!r}, expected {expected!r}")
         if yours != expected:
             wrong.append(letter)
@@ -290,7 +300,7 @@ def flat_until_batch(batches: Sequence[int], step_us: Sequence[float], tolerance
     return batches[max(rise - 1, 0)]
 
 
-def reference_flat_until(make_step: Callable[[int], Callable[[], object]]) -> int:
+def _reference_flat_until(make_step: Callable[[int], Callable[[], object]]) -> int:
     """The checker's own sweep over BATCHES."""
     step_us = [timing.launch_throughput_us(make_step(b), launches=20, rounds=10).median_us for b in BATCHES]
     return flat_until_batch(BATCHES, step_us)
@@ -304,5 +314,5 @@ def check_flat_until(find_flat_until: Callable[[Callable[[int], Callable[[], obj
     yours = find_flat_until(make_mlp_step)
     if not isinstance(yours, int) or isinstance(yours, bool) or yours < 1:
         raise CheckFailed(f"find_flat_until returned {yours!r}; return a batch size (a positive int)")
-    expected = reference_flat_until(make_mlp_step)
+    expected = _reference_flat_until(make_mlp_step)
     return within_factor(yours, expected, 2, "flat until batch")

@@ -12,7 +12,18 @@ import logging
 from collections.abc import Callable
 
 from .. import compat, trace
-from ..labs import CheckFailed, exercise
+from ..checking import CheckFailed, exercise
+
+# What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
+__all__ = [
+    "BuggyBlock",
+    "audited_step",
+    "check_bug_hunt",
+    "check_isolated_break",
+    "check_really_graphed",
+    "check_recompiles",
+    "rms_normalise",
+]
 
 log = logging.getLogger("launchlab.lab03")
 SHAPES = [3, 5, 7, 9, 1, 11, 13, 2, 17, 19]  # rows of ten inputs; 1 is special to the compiler

@@ -10,7 +10,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .. import timing
-from ..labs import CheckFailed, counting_graph_calls, exercise, graph_and_output, require_cuda
+from ..checking import (
+    CheckFailed,
+    counting_graph_calls,
+    exercise,
+    graph_and_output,
+    require_cuda,
+    warm_up_then_capture,
+)
+
+# What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
+__all__ = [
+    "check_bucket_for",
+    "check_capture_pipeline",
+    "check_clip_without_sync",
+    "check_graph_cache",
+    "check_node_update",
+    "check_serve",
+    "clip_by_norm_syncing",
+    "pipeline",
+    "serve_buggy",
+]
 
 N = 4096            # elements in the pipeline's input: small, so launches dominate
 WIDTH = 256         # the cached model's width
@@ -267,14 +287,7 @@ def capture_reference_pipeline():
     import torch
 
     static_x = torch.zeros(N, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        pipeline(static_x)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = pipeline(static_x)
+    graph, static_out = warm_up_then_capture(lambda: pipeline(static_x))
     return graph, static_x, static_out
 
 

@@ -10,7 +10,19 @@ import functools
 from collections.abc import Callable, Sequence
 
 from .. import graphs, timing
-from ..labs import CheckFailed, exercise, graph_and_output, require_cuda
+from ..checking import CheckFailed, exercise, graph_and_output, require_cuda
+
+# What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
+__all__ = [
+    "BRANCHES",
+    "DURATIONS_US",
+    "capture_unjoined",
+    "check_assignment",
+    "check_explicit_diamond",
+    "check_joined",
+    "check_torch_diamond",
+    "stage_kernels",
+]
 
 N = 256
 DIAMOND = {"stage_a": set(), "stage_b": {"stage_a"}, "stage_c": {"stage_a"}, "stage_d": {"stage_b", "stage_c"}}

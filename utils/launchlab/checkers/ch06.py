@@ -7,11 +7,21 @@ device launch can corrupt the CUDA context); exercise 4 reads your WHILE node ba
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
-from .. import devicegraphs, graphs
-from ..labs import CheckFailed, exercise, require_cuda
+from .. import child, devicegraphs, graphs
+from ..checking import CheckFailed, exercise, require_cuda
+
+# What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
+__all__ = [
+    "BISECTION_PRELUDE",
+    "HALVING_SOURCE",
+    "MAX_COUNT",
+    "check_device_launchable",
+    "check_scheduler",
+    "check_tail_loop",
+    "check_while_loop",
+]
 
 LAUNCHER_SOURCE = r"""
 extern "C" __global__ void launch_child(cudaGraphExec_t child, int* status) {
@@ -58,6 +68,7 @@ extern "C" __global__ void halve_all(float* x, int n, float threshold, int* coun
 """
 MAX_COUNT = 64
 CHILD_TIMEOUT_S = 120
+CHILD_EXIT_S = 5  # after its RESULT line, how long a child may take to exit
 GPU_TIMEOUT_S = 20
 
 
@@ -159,18 +170,18 @@ def _scheduler_trial(source: str, seed: int, items: int, kinds: int) -> dict:
 
 def _in_child(call: str) -> dict:
     """Run `call` (an expression on this module, returning a dict) in a child process; its dict back."""
-    script = (f"import json, os, sys\nfrom launchlab.checkers import ch06\nresult = ch06.{call}\n"
-              "print('RESULT ' + json.dumps(result)); sys.stdout.flush(); os._exit(0)")
-    run = devicegraphs.run_python(script, timeout_s=CHILD_TIMEOUT_S)
+    script = (f"from launchlab.checkers import ch06\nfrom launchlab.child import result\n"
+              f"result(**ch06.{call})")
+    # A scheduler that never ends keeps its process alive after it reported: stop it once its RESULT is in.
+    run = child.run_python(script, timeout_s=CHILD_TIMEOUT_S, exit_after_result_s=CHILD_EXIT_S)
+    found = run.results()
+    if found:
+        if "error" in found[-1]:
+            raise CheckFailed(found[-1]["error"])
+        return found[-1]
     if run.timed_out:
         raise CheckFailed(f"your code did not finish within {CHILD_TIMEOUT_S} s and was stopped: a loop on the GPU "
                           "that never reaches its stop condition?")
-    for line in reversed(run.output.splitlines()):
-        if line.startswith("RESULT "):
-            result = json.loads(line.removeprefix("RESULT "))
-            if "error" in result:
-                raise CheckFailed(result["error"])
-            return result
     raise CheckFailed(f"the child process running your code failed: {run.last_lines(2)}")
 
 

@@ -14,7 +14,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from .. import decoder, trace
-from ..labs import CheckFailed, counting_graph_calls, exercise, require_cuda
+from ..checking import CheckFailed, counting_graph_calls, exercise, require_cuda, warm_up_then_capture
+
+# What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
+__all__ = ["check_attribute_idle", "check_capture_loop", "check_capture_step", "check_static_cache"]
 
 LAB_CONFIG = decoder.DecoderConfig(layers=4, width=256, heads=4, vocab=1024, max_len=64, batch=2)
 STEPS = 32
@@ -134,19 +137,9 @@ def _decode_step(step: Callable, token, pos, out) -> None:
 
 
 def _capture_reference(work: Callable[[], object], token, pos, first):
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        token.copy_(first)
-        pos.zero_()
-        work()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        work()
-    return graph
+    token.copy_(first)
+    pos.zero_()
+    return warm_up_then_capture(work)[0]
 
 
 def _replay_steps(graph, token, pos, first, steps: int) -> None:

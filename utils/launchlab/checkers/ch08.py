@@ -12,9 +12,12 @@ import random
 import textwrap
 from collections.abc import Callable
 
+from ..checking import CheckFailed, exercise
 from ..env import gpu_count
-from ..labs import CheckFailed, exercise
 from ..ranks import RankRun, run_ranks
+
+# What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
+__all__ = ["check_functional_all_reduce", "check_graphed_mean", "check_symmetric_clip"]
 
 RANK_TIMEOUT_S = 240
 WATCHDOG_S = 20
