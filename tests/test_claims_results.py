@@ -102,3 +102,6 @@ def test_merge_into_report_keeps_earlier_entries_and_units(tmp_path):
     assert set(report["notebooks"]) == {"notebooks/00.ipynb", "notebooks/01.ipynb"}
     assert report["metrics"] == {"a_us": 1.0, "b_ms": 2.0} and report["units"] == {"a_us": "us", "b_ms": "ms"}
     assert report["claims"] == {"c1": {"held": True}} and json.loads(path.read_text()) == report
+    again = results.merge_into_report(path, {"notebooks/00.ipynb": {"seconds": 3.0}, "notebooks/01.ipynb": {}},
+                                      {"metrics": {"c_us": 3.0}, "units": {"c_us": "us"}})
+    assert again["metrics"] == {"c_us": 3.0} and again["claims"] == {}, "a full re-run replaces the report"

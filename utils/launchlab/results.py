@@ -107,9 +107,12 @@ def short_gpu(name: str | None) -> str:
 
 
 def merge_into_report(report_path: Path, notebooks: Mapping[str, dict], run: Mapping) -> dict:
-    """Merge one run (its notebooks' cell results, metrics, units, claims) into a GPU report and write it."""
+    """Merge one run (its notebooks' cell results, metrics, units, claims) into a GPU report and write it; a run
+    of every notebook the report holds replaces it, so renamed claims and metrics do not linger."""
     env = environment()
     report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.exists() else {}
+    if set(notebooks) >= set(report.get("notebooks", {})):  # every notebook re-run: nothing old is kept
+        report = {}
     merged = {**report.get("notebooks", {}), **notebooks}
     report = {
         "gpu": env.gpu_name, "driver": env.driver, "cuda_runtime": env.cuda_runtime,
