@@ -184,12 +184,14 @@ def compare(names: Sequence[str], yours: Mapping[str, float] | None = None, root
                      "reference_gpu": short_gpu(ref.gpu) if ref else None,
                      "unit": units.get(name) or (ref.unit if ref else None) or "", "ratio": ratio})
     width = max([len("metric")] + [len(r["metric"]) for r in rows])
-    print(f"{'metric':{width}}  {'yours':>10}  {'reference':>10}  {'measured on':12} {'unit':8} yours/reference")
+    unit_width = max([len("unit")] + [len(r["unit"]) for r in rows])
+    print(f"{'metric':{width}}  {'yours':>10}  {'reference':>10}  {'measured on':12} {'unit':{unit_width}}  "
+          "yours/reference")
     for r in rows:
         on = r["reference_gpu"] or "no report holds it"
         ratio = f"{r['ratio']:.2f}x" if r["ratio"] is not None else "-"
         print(f"{r['metric']:{width}}  {_figure(r['yours']):>10}  {_figure(r['reference']):>10}  {on:12} "
-              f"{r['unit']:8} {ratio}")
+              f"{r['unit']:{unit_width}}  {ratio}")
     return rows
 
 
