@@ -191,7 +191,7 @@ def shot_on_failure(page, request):
 
 def test_a_learner_answers_an_exercise_and_sees_the_verdict(page, jupyterlab, shot_on_failure):
     cells = _open(page, jupyterlab, LAB)
-    setup = cells.nth(_cell_index(LAB, "from launchlab.checkers import ch03 as check"))
+    setup = cells.nth(_cell_index(LAB, 'check = for_lab("03")'))
     answer = cells.nth(_cell_index(LAB, "def run_all"))
     checker = cells.nth(_cell_index(LAB, "check.check_recompiles"))
     shots = _screenshot_dir()
@@ -222,7 +222,7 @@ def test_a_reader_sees_the_stored_reference_outputs_without_running_anything(pag
     plot = outputs.locator("img").first
     plot.wait_for()
     assert plot.evaluate("img => img.complete && img.naturalWidth > 100")
-    table = outputs.filter(has_text="reference GPU").first
+    table = outputs.filter(has_text="yours/reference").first
     assert "eager_gpu_idle_fraction" in table.inner_text()
     # Nothing ran: every prompt still shows the reference run's execution count, none is pending.
     assert page.locator(".jp-InputPrompt", has_text="[*]").count() == 0

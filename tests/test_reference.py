@@ -23,19 +23,21 @@ def test_execute_in_place_counts_cells_and_keeps_outputs(tmp_path):
 
 def test_report_has_the_guide_fields_and_merges(tmp_path):
     (tmp_path / "notebooks").mkdir()
-    path = tmp_path / "notebooks" / "00_demo.ipynb"
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("x = 1")]
-    nbformat.write(nb, path)
-    rel = "notebooks/00_demo.ipynb"
-    stats = {rel: {"cells": 1, "failed": 0, "skipped": 0, "seconds": 0.5}}
-    first = reference.write_report(tmp_path, [path], stats, {"metrics": {"a_us": 1.0}, "units": {"a_us": "us"},
-                                                             "claims": {"c1": {"held": True, "detail": "2 < 7"}}})
-    reference.write_report(tmp_path, [path], stats, {"metrics": {"b_us": 2.0}, "claims": {}})
+    paths = []
+    for stem in ("00_demo", "01_demo"):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(f"x = '{stem}'")]
+        paths.append(tmp_path / "notebooks" / f"{stem}.ipynb")
+        nbformat.write(nb, paths[-1])
+    stats = {f"notebooks/{p.name}": {"cells": 1, "failed": 0, "skipped": 0, "seconds": 0.5} for p in paths}
+    first = reference.write_report(tmp_path, paths, stats, {"metrics": {"a_us": 1.0}, "units": {"a_us": "us"},
+                                                            "claims": {"c1": {"held": True, "detail": "2 < 7"}}})
+    reference.write_report(tmp_path, paths[1:], stats, {"metrics": {"b_us": 2.0}, "claims": {}})  # one re-run
     report = json.loads(first.read_text())
     assert set(report) == {"gpu", "driver", "cuda_runtime", "torch", "cupy", "python", "date", "notebooks",
                            "metrics", "units", "claims"}
-    assert report["notebooks"][rel] == {"source_sha256": source_sha256(path), **stats[rel]}
+    rel = "notebooks/00_demo.ipynb"
+    assert report["notebooks"][rel] == {"source_sha256": source_sha256(paths[0]), **stats[rel]}
     assert report["metrics"] == {"a_us": 1.0, "b_us": 2.0} and report["units"] == {"a_us": "us"}
     assert report["claims"] == {"c1": {"held": True, "detail": "2 < 7"}}
 
