@@ -30,3 +30,20 @@ def pytest_runtest_makereport(item, call):
     report = yield
     setattr(item, f"rep_{report.when}", report)
     return report
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The mutation suite's table: every exercise judged in this run, its wrong answers and how many were caught."""
+    from mutants import TABLE
+
+    if not TABLE:
+        return
+    width = max(len(r["exercise"]) for r in TABLE)
+    terminalreporter.write_sep("-", "mutation suite: plausible wrong answers each checker caught")
+    terminalreporter.write_line(f"{'exercise':{width}}  mutants  caught  right answers  wrong verdicts")
+    for r in TABLE:
+        terminalreporter.write_line(f"{r['exercise']:{width}}  {r['mutants']:7d}  {r['caught']:6d}  "
+                                    f"{r['right']:13d}  {r['wrong verdicts']:14d}")
+    terminalreporter.write_line(f"{'in all':{width}}  {sum(r['mutants'] for r in TABLE):7d}  "
+                                f"{sum(r['caught'] for r in TABLE):6d}  {sum(r['right'] for r in TABLE):13d}  "
+                                f"{sum(r['wrong verdicts'] for r in TABLE):14d}")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import timing, trace
-from ..checking import CheckFailed, exercise, within_factor
+from ..checking import CheckFailed, exercise, number, within_factor
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
 __all__ = [
@@ -41,24 +41,34 @@ def _device() -> str:
 
 # ---- exercise 1: idle time from a trace ------------------------------------------------------------------
 
-def _synthetic_trace(rng: random.Random) -> dict:
-    """A trace the checker makes up afresh: overlapping kernels, a copy, a lead-in, and work outside."""
-    events = []
-    t = 1000.0 + rng.uniform(5, 30)
+def _synthetic_trace(rng: random.Random, largest_gap: str) -> dict:
+    """A trace the checker makes up afresh, its largest gap planted at the "lead" or the "trail" of the window.
+
+    Every hard case is in it: kernels on two streams that overlap, memsets and a copy (GPU work, not kernels),
+    a kernel that starts before the range and runs into it and one that starts after it (neither is the
+    range's work), CPU events and an instant event. With the largest gap at the lead, the range ends while the
+    last copy still runs, so the window extends past the range; at the trail, the range ends after a long
+    stretch with no GPU work.
+    """
+    start = 1000.0
+    events = [{"ph": "X", "cat": "kernel", "name": "before", "ts": start - 20.0, "dur": 30.0},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": start + 1.0, "dur": 30.0},
+              {"ph": "i", "cat": "kernel", "name": "instant", "ts": start + 100.0}]
+    t = start + (rng.uniform(70, 90) if largest_gap == "lead" else rng.uniform(12, 16))
     for i in range(rng.randint(8, 14)):
         dur = rng.uniform(2, 20)
         events.append({"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": t, "dur": dur})
         if i % 4 == 1:  # a kernel on a second stream, overlapping this one
             events.append({"ph": "X", "cat": "kernel", "name": f"side{i}", "ts": t + dur / 2, "dur": dur})
-        t += dur + rng.uniform(0.5, 40)
-    events.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH", "ts": t, "dur": 3.0})
-    # The range ends either after a trailing gap or while the copy still runs (the window then extends).
-    end = t + rng.choice([1.0, rng.uniform(10, 30)])
-    events.append({"ph": "X", "cat": "user_annotation", "name": "loop", "ts": 1000.0, "dur": end - 1000.0})
+        if i % 3 == 2:  # a memset just after it: GPU work that is not a kernel
+            events.append({"ph": "X", "cat": "gpu_memset", "name": "Memset", "ts": t + dur + 1.0, "dur": 4.0})
+            dur += 5.0
+        t += dur + rng.uniform(17, 40)
+    copy_us = 40.0 if largest_gap == "lead" else 3.0  # at the lead, a long copy runs well past the range's end
+    events.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH", "ts": t, "dur": copy_us})
+    end = t + 1.0 if largest_gap == "lead" else t + copy_us + rng.uniform(70, 90)
+    events.append({"ph": "X", "cat": "user_annotation", "name": "loop", "ts": start, "dur": end - start})
     events.append({"ph": "X", "cat": "kernel", "name": "after", "ts": end + 50, "dur": 50.0})
-    events.append({"ph": "X", "cat": "kernel", "name": "before", "ts": 900.0, "dur": 50.0})
-    events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1001.0, "dur": 30.0})
-    events.append({"ph": "i", "cat": "kernel", "name": "instant", "ts": 1100.0})
     rng.shuffle(events)
     return {"traceEvents": events}
 
@@ -69,14 +79,20 @@ def _compare_idle(yours: object, expected: trace.GpuIdle, which: str) -> str:
     missing = {"kernel_count", "idle_fraction", "largest_gap_us"} - set(yours)
     if missing:
         raise CheckFailed(f"{which}: your dict lacks {sorted(missing)}")
+    count = yours["kernel_count"]
+    if isinstance(count, bool) or not isinstance(count, int) and not (isinstance(count, float) and count.is_integer()):
+        raise CheckFailed(f"{which}: kernel_count is {count!r}; count the kernels (an int)")
+    idle = number(yours["idle_fraction"], f"{which}: idle_fraction", positive=False)
+    gap = number(yours["largest_gap_us"], f"{which}: largest_gap_us", "microseconds")
     problems = []
-    if yours["kernel_count"] != expected.kernel_count:
-        problems.append(f"kernel_count {yours['kernel_count']!r}, expected {expected.kernel_count}")
-    if abs(float(yours["idle_fraction"]) - expected.idle_fraction) > 0.005:
-        problems.append(f"idle_fraction {float(yours['idle_fraction']):.4f}, expected {expected.idle_fraction:.4f}")
-    if abs(float(yours["largest_gap_us"]) - expected.largest_gap_us) > 0.01 * expected.largest_gap_us + 0.01:
-        problems.append(f"largest_gap_us {float(yours['largest_gap_us']):.2f}, "
-                        f"expected {expected.largest_gap_us:.2f}")
+    if count != expected.kernel_count:
+        problems.append(f"kernel_count {count!r}, expected {expected.kernel_count}")
+    if not 0 <= idle <= 1:
+        problems.append(f"idle_fraction {idle:.4g} is not a fraction between 0 and 1 (a percentage?)")
+    elif abs(idle - expected.idle_fraction) > 0.005:
+        problems.append(f"idle_fraction {idle:.4f}, expected {expected.idle_fraction:.4f}")
+    if abs(gap - expected.largest_gap_us) > 0.01 * expected.largest_gap_us + 0.01:
+        problems.append(f"largest_gap_us {gap:.2f}, expected {expected.largest_gap_us:.2f}")
     if problems:
         raise CheckFailed(f"{which}: " + "; ".join(problems))
     return (f"{which}: {expected.kernel_count} kernels, {expected.idle_fraction:.1%} idle, "
@@ -90,12 +106,14 @@ def _compare_idle(yours: object, expected: trace.GpuIdle, which: str) -> str:
 def check_idle_stats(gpu_idle_stats: Callable[[str, str], dict]) -> str:
     shipped = trace.shipped_trace_path()
     lines = [_compare_idle(gpu_idle_stats(str(shipped), "loop"), trace.gpu_idle(shipped, "loop"), "the shipped trace")]
-    made_up = _synthetic_trace(random.Random())
+    rng = random.Random()
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "made_up.json"
-        path.write_text(json.dumps(made_up))
-        lines.append(_compare_idle(gpu_idle_stats(str(path), "loop"), trace.gpu_idle(made_up, "loop"),
-                                   "a trace the checker made up"))
+        for where in ("lead", "trail"):
+            made_up = _synthetic_trace(rng, where)
+            path = Path(tmp) / f"made_up_{where}.json"
+            path.write_text(json.dumps(made_up))
+            lines.append(_compare_idle(gpu_idle_stats(str(path), "loop"), trace.gpu_idle(made_up, "loop"),
+                                       f"a made-up trace, largest gap at the {where}"))
     return "; ".join(lines)
 
 
