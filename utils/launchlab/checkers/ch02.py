@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import timing, trace
-from ..checking import CheckFailed, exercise, number, within_factor
+from ..checking import CheckFailed, exercise, number, require_cuda
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
 __all__ = [
@@ -173,6 +173,26 @@ def machine_balance_of(sweeps: dict[str, dict]) -> float:
     return peak_flops / peak_bytes
 
 
+def _planted_sweeps(rng: random.Random) -> list[tuple[str, dict, float]]:
+    """Sweeps whose answer is known by construction, each judged at machine balances on both sides of its
+    intensity: a flat one, one flat in time but whose work grew too little to call it overhead, one whose
+    intensity grows with its size (low at the smallest, high at the largest), and a streaming one."""
+    sizes = [1, 4, 16, 64]
+    flat = {"sizes": sizes, "seconds": [10e-6 * rng.uniform(1, 1.3) for _ in sizes],
+            "flops": [1e3 * n for n in sizes], "bytes": [8e3 * n for n in sizes]}
+    little = {"sizes": [1, 2, 4, 8], "seconds": [10e-6 * rng.uniform(1, 1.3) for _ in range(4)],
+              "flops": [1e6 * n for n in (1, 2, 4, 8)], "bytes": [2e4 * n for n in (1, 2, 4, 8)]}
+    growing = {"sizes": [128, 512, 2048], "seconds": [1e-5, 1e-4, 4e-3],
+               "flops": [2 * n**3 for n in (128, 512, 2048)], "bytes": [12 * n**2 for n in (128, 512, 2048)]}
+    streaming = {"sizes": [2**18, 2**20, 2**22], "seconds": [2e-5, 8e-5, 3.2e-4],
+                 "flops": [float(n) for n in (2**18, 2**20, 2**22)], "bytes": [12.0 * n for n in (2**18, 2**20, 2**22)]}
+    cases = [("flat", flat, rng.uniform(5, 50))]
+    for name, sweep in (("little growth", little), ("growing intensity", growing), ("streaming", streaming)):
+        intensity = sweep["flops"][-1] / sweep["bytes"][-1]
+        cases += [(name, sweep, intensity * rng.uniform(0.3, 0.7)), (name, sweep, intensity * rng.uniform(1.5, 3))]
+    return cases
+
+
 @exercise("Exercise 2: overhead-, bandwidth- or compute-bound?",
           "a flat sweep (time barely grows while the work grows many times) is overhead-bound; otherwise compare "
           "the work's FLOPs per byte with the machine balance (peak FLOP/s / peak bytes/s): above it, "
@@ -194,7 +214,14 @@ def check_classify(classify: Callable[[dict, float], str]) -> str:
     detail = "; ".join(lines) + f" (machine balance {balance:.1f} FLOP/byte)"
     if wrong:
         raise CheckFailed(detail)
-    return detail
+    planted = _planted_sweeps(random.Random())
+    for name, sweep, machine_balance in planted:
+        yours = classify({k: list(v) for k, v in sweep.items()}, machine_balance)
+        expected = _reference_classify(sweep, machine_balance)
+        if yours != expected:
+            raise CheckFailed(f"{detail}; but a made-up {name} sweep at machine balance {machine_balance:.3g} "
+                              f"FLOP/byte: yours {yours!r}, expected {expected!r}")
+    return detail + f"; and {len(planted)} made-up sweeps at machine balances on both sides of their intensity"
 
 
 # ---- exercise 3: a loop without sync points --------------------------------------------------------------
@@ -291,21 +318,23 @@ def check_no_syncs(train_without_syncs: Callable) -> str:
 
 # ---- exercise 4: where the GPU leaves the overhead-bound regime ------------------------------------------
 
-def make_mlp_step(batch: int, width: int = 1024, depth: int = 4) -> Callable[[], object]:
-    """One inference step of a small MLP on a batch of `batch` rows, on the GPU."""
-    import torch
+# The steps the checker hands your function spin for a time it planted: flat up to a batch it draws, then growing
+# with the batch, so the answer is known exactly and no second, noisy sweep of the checker's own decides it.
+PLANTED_FLOOR_US = 40.0  # well above a launch's cost, so launch throughput measures the planted time
+PLANTED_KNEES = (64, 128, 256, 512)
 
-    layers = []
-    for _ in range(depth):
-        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
-    mlp = torch.nn.Sequential(*layers).cuda()
-    x = torch.randn(batch, width, device="cuda")
 
-    def step():
-        with torch.no_grad():
-            return mlp(x)
+def planted_steps(knee: int, floor_us: float = PLANTED_FLOOR_US) -> Callable[[int], Callable[[], object]]:
+    """A make_step whose step spins `floor_us` up to `knee` rows and floor_us * batch / knee past it."""
+    from ..kernels import spinner
 
-    return step
+    spin = spinner()
+
+    def make_step(batch: int) -> Callable[[], object]:
+        duration_us = floor_us * max(1.0, batch / knee)
+        return lambda: spin.launch(duration_us)
+
+    return make_step
 
 
 def flat_until_batch(batches: Sequence[int], step_us: Sequence[float], tolerance: float = 1.5) -> int:
@@ -318,19 +347,23 @@ def flat_until_batch(batches: Sequence[int], step_us: Sequence[float], tolerance
     return batches[max(rise - 1, 0)]
 
 
-def _reference_flat_until(make_step: Callable[[int], Callable[[], object]]) -> int:
-    """The checker's own sweep over BATCHES."""
-    step_us = [timing.launch_throughput_us(make_step(b), launches=20, rounds=10).median_us for b in BATCHES]
-    return flat_until_batch(BATCHES, step_us)
-
-
 @exercise("Exercise 4: where your GPU leaves the overhead-bound regime",
           "sweep batch sizes from 1 to 4096 in steps of 2, time each step by launch throughput, take the floor "
           "of the three smallest, and return the batch just before the final run of batches that all take "
           "more than 1.5x the floor.")
 def check_flat_until(find_flat_until: Callable[[Callable[[int], Callable[[], object]]], int]) -> str:
-    yours = find_flat_until(make_mlp_step)
-    if not isinstance(yours, int) or isinstance(yours, bool) or yours < 1:
+    """Your sweep finds the knee the checker planted in steps of known GPU time (drawn afresh each call)."""
+    require_cuda("timing steps on the GPU")
+    knee = random.choice(PLANTED_KNEES)
+    yours = find_flat_until(planted_steps(knee))
+    if isinstance(yours, bool) or not isinstance(yours, int) or yours < 1:
         raise CheckFailed(f"find_flat_until returned {yours!r}; return a batch size (a positive int)")
-    expected = _reference_flat_until(make_mlp_step)
-    return within_factor(yours, expected, 2, "flat until batch")
+    where = (f"the checker planted steps of {PLANTED_FLOOR_US:.0f} us up to batch {knee}, "
+             f"{2 * PLANTED_FLOOR_US:.0f} us at {2 * knee}, growing with the batch past it")
+    if yours == 2 * knee:
+        raise CheckFailed(f"yours {yours}: one step too far ({where}); return the batch *before* the rising run")
+    if yours == knee // 2:
+        raise CheckFailed(f"yours {yours}: one step too early ({where}); the knee is the last batch at the floor")
+    if yours != knee:
+        raise CheckFailed(f"yours {yours}, expected {knee}: {where}")
+    return f"found batch {knee}: {where}"
