@@ -1,0 +1,277 @@
+"""Lab 03's mutation suite: plausible answers to the exercises that run on a CPU, each judged by its checker."""
+
+import pytest
+import torch
+
+from launchlab.checkers import ch03
+from mutants import Answer, judge
+
+
+def _block(forward):
+    """A block with lab 03's two layers and the given forward(self, x)."""
+
+    class Block(torch.nn.Module):
+        def __init__(self, width: int = 64):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(width, width)
+            self.fc2 = torch.nn.Linear(width, width)
+
+    Block.forward = forward
+    return lambda: Block()
+
+
+def _rms(h):
+    return h / h.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt()
+
+
+def fixed(self, x):
+    h = self.fc1(x)
+    h = h / h.abs().amax()
+    h = torch.where(h.mean() > 0, torch.relu(h), torch.tanh(h))
+    return self.fc2(_rms(h))
+
+
+def fixed_with_cond(self, x):
+    """Right, written differently: torch.cond for the branch, the print kept for eager runs only."""
+    h = self.fc1(x)
+    if not torch.compiler.is_compiling():
+        print(f"block input {tuple(x.shape)}")
+    h = h / h.abs().max()
+    h = torch.cond(h.mean() > 0, lambda t: torch.relu(t), lambda t: torch.tanh(t), (h,))
+    return self.fc2(_rms(h))
+
+
+def print_kept(self, x):
+    print(f"block input {tuple(x.shape)}")
+    return fixed(self, x)
+
+
+def item_kept(self, x):
+    h = self.fc1(x)
+    h = h / h.abs().max().item()
+    h = torch.where(h.mean() > 0, torch.relu(h), torch.tanh(h))
+    return self.fc2(_rms(h))
+
+
+def branches_swapped(self, x):
+    h = self.fc1(x)
+    h = h / h.abs().amax()
+    h = torch.where(h.mean() > 0, torch.tanh(h), torch.relu(h))
+    return self.fc2(_rms(h))
+
+
+def scale_without_abs(self, x):
+    h = self.fc1(x)
+    h = h / h.amax()
+    h = torch.where(h.mean() > 0, torch.relu(h), torch.tanh(h))
+    return self.fc2(_rms(h))
+
+
+def helper_still_disabled(self, x):
+    h = self.fc1(x)
+    h = h / h.abs().amax()
+    h = torch.where(h.mean() > 0, torch.relu(h), torch.tanh(h))
+    return self.fc2(ch03.rms_normalise(h))
+
+
+def norm_without_epsilon_and_mean(self, x):
+    h = self.fc1(x)
+    h = h / h.abs().amax()
+    h = torch.where(h.mean() > 0, torch.relu(h), torch.tanh(h))
+    return self.fc2(h / h.norm(dim=-1, keepdim=True))  # the L2 norm: off by sqrt(width)
+
+
+class NewLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Linear(64, 64)
+        self.second = torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        return self.second(torch.relu(self.first(x)))
+
+
+BUG_HUNT_ANSWERS = [
+    Answer("the solution's fixes", "right", _block(fixed)),
+    Answer("torch.cond, print kept for eager runs", "right", _block(fixed_with_cond)),
+    Answer("the print left in", "classic", _block(print_kept)),
+    Answer(".item() left in", "classic", _block(item_kept)),
+    Answer("the helper still under torch._dynamo.disable", "structure", _block(helper_still_disabled)),
+    Answer("the original block returned", "structure", lambda: ch03.BuggyBlock()),
+    Answer("torch.where with its branches swapped", "method", _block(branches_swapped)),
+    Answer("the scale without abs()", "method", _block(scale_without_abs)),
+    Answer("an L2 norm for the RMS norm", "unit", _block(norm_without_epsilon_and_mean)),
+    Answer("layers renamed, so the weights do not load", "structure", NewLayers),
+    Answer("returns None", "bad value", lambda: None),
+]
+
+
+def compiled_dynamic(fn, inputs, backend):
+    compiled = torch.compile(fn, backend=backend, dynamic=True)
+    return [compiled(x) for x in inputs]
+
+
+def marked_dynamic(fn, inputs, backend):
+    """Right, written differently: the first input's rows marked dynamic."""
+    compiled = torch.compile(fn, backend=backend)
+    torch._dynamo.mark_dynamic(inputs[0], 0)
+    return [compiled(x) for x in inputs]
+
+
+def default_compile(fn, inputs, backend):
+    compiled = torch.compile(fn, backend=backend)
+    return [compiled(x) for x in inputs]
+
+
+def static_shapes(fn, inputs, backend):
+    compiled = torch.compile(fn, backend=backend, dynamic=False)
+    return [compiled(x) for x in inputs]
+
+
+def reset_per_input(fn, inputs, backend):
+    outputs = []
+    for x in inputs:
+        torch._dynamo.reset()  # "a clean compile for each shape": every input compiles afresh
+        outputs.append(torch.compile(fn, backend=backend, dynamic=True)(x))
+    return outputs
+
+
+def first_input_only(fn, inputs, backend):
+    compiled = torch.compile(fn, backend=backend, dynamic=True)
+    return [compiled(inputs[0])] + [fn(x) for x in inputs[1:]]
+
+
+def padded_to_one_shape(fn, inputs, backend):
+    # pads every input to the largest row count: one compile, but the row count the function scales by changes
+    compiled = torch.compile(fn, backend=backend)
+    rows = max(x.shape[0] for x in inputs)
+    return [compiled(torch.nn.functional.pad(x, (0, 0, 0, rows - x.shape[0])))[: x.shape[0]] for x in inputs]
+
+
+def limit_raised(fn, inputs, backend):
+    torch._dynamo.config.recompile_limit = 64  # every shape gets its own graph instead of falling back
+    try:
+        return static_shapes(fn, inputs, backend)
+    finally:
+        torch._dynamo.config.recompile_limit = 8
+
+
+RECOMPILE_ANSWERS = [
+    Answer("dynamic=True", "right", compiled_dynamic),
+    Answer("mark_dynamic on the first input", "right", marked_dynamic),
+    Answer("the default compile", "classic", default_compile),
+    Answer("dynamic=False", "classic", static_shapes),
+    Answer("the compile cache reset for every input", "method", reset_per_input),
+    Answer("the recompile limit raised instead", "method", limit_raised),
+    Answer("compiled for the first input, eager for the rest", "structure", first_input_only),
+    Answer("inputs padded to one shape", "structure", padded_to_one_shape),
+    Answer("the outputs in reverse order", "bad value", lambda fn, inputs, backend: compiled_dynamic(fn, inputs, backend)[::-1]),
+    Answer("returns None", "bad value", lambda fn, inputs, backend: None),
+]
+
+
+def isolated(w, audit, backend):
+    @torch.compile(backend=backend, fullgraph=True)
+    def hot(x, w):
+        h = torch.tanh(x @ w)
+        return torch.tanh(h @ w) + h, h.norm(dim=-1)
+
+    def step(x):
+        out, norms = hot(x, w)
+        audit(norms.tolist())
+        return out
+
+    return step
+
+
+def isolated_returning_h(w, audit, backend):
+    """Right, written differently: the compiled part returns h, and the norms are taken outside it."""
+    compiled = torch.compile(lambda x, w: (lambda h: (torch.tanh(h @ w) + h, h))(torch.tanh(x @ w)), backend=backend)
+
+    def step(x):
+        out, h = compiled(x, w)
+        audit(h.norm(dim=-1).tolist())
+        return out
+
+    return step
+
+
+def whole_step(w, audit, backend):
+    compiled = torch.compile(ch03.audited_step, backend=backend)
+    return lambda x: compiled(x, w, audit)
+
+
+def audit_dropped(w, audit, backend):
+    compiled = torch.compile(lambda x: torch.tanh(torch.tanh(x @ w) @ w) + torch.tanh(x @ w), backend=backend)
+    return compiled
+
+
+def audit_of_the_output(w, audit, backend):
+    @torch.compile(backend=backend)
+    def hot(x):
+        h = torch.tanh(x @ w)
+        return torch.tanh(h @ w) + h
+
+    def step(x):
+        out = hot(x)
+        audit(out.norm(dim=-1).tolist())
+        return out
+
+    return step
+
+
+def squared_norms(w, audit, backend):
+    inner = isolated(w, lambda norms: audit([n * n for n in norms]), backend)
+    return inner
+
+
+def eager_step(w, audit, backend):
+    return lambda x: ch03.audited_step(x, w, audit)
+
+
+def audit_once_at_the_end(w, audit, backend):
+    records = []
+    inner = isolated(w, records.append, backend)
+
+    def step(x):
+        out = inner(x)
+        if len(records) == 3:
+            audit([v for r in records for v in r])
+        return out
+
+    return step
+
+
+ISOLATED_ANSWERS = [
+    Answer("norms returned as a tensor (the solution)", "right", isolated),
+    Answer("h returned, norms taken outside", "right", isolated_returning_h),
+    Answer("the whole step compiled, break and all", "classic", whole_step),
+    Answer("the audit dropped", "structure", audit_dropped),
+    Answer("run eagerly", "structure", eager_step),
+    Answer("the audit fed the output's norms", "method", audit_of_the_output),
+    Answer("the audit called once, after the last step", "method", audit_once_at_the_end),
+    Answer("squared norms", "unit", squared_norms),
+    Answer("returns None", "bad value", lambda w, audit, backend: None),
+]
+
+
+@pytest.fixture(autouse=True)
+def _not_strict(monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    yield
+    capsys.readouterr()
+
+
+def test_lab03_exercise1_bug_hunt():
+    wrong = judge("lab 03, exercise 1: the graph-break bug hunt", ch03.check_bug_hunt, BUG_HUNT_ANSWERS)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_lab03_exercise2_recompiles():
+    wrong = judge("lab 03, exercise 2: the recompile hunt", ch03.check_recompiles, RECOMPILE_ANSWERS)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_lab03_exercise4_isolated_break():
+    wrong = judge("lab 03, exercise 4: a break that must stay", ch03.check_isolated_break, ISOLATED_ANSWERS)
+    assert not wrong, "\n".join(wrong)
