@@ -7,6 +7,7 @@ exercise 4 checks the schedule on a CPU and, on a GPU, measures it against the s
 from __future__ import annotations
 
 import functools
+import random
 from collections.abc import Callable, Sequence
 
 from .. import graphs, timing
@@ -251,23 +252,41 @@ def _measure_branches_us(assignment: Sequence[Sequence[int]], durations: Sequenc
     return parallel, serial
 
 
+def _checked_assignment(assign: Callable, durations: Sequence[float], branches: int, what: str) -> list[list[int]]:
+    """The learner's assignment for one case, or CheckFailed saying what is wrong with it."""
+    assignment = assign(list(durations), branches)
+    if not isinstance(assignment, (list, tuple)) or not all(isinstance(b, (list, tuple)) for b in assignment):
+        raise CheckFailed(f"{what}: return one list of task indices per branch, not {assignment!r:.80}")
+    if len(assignment) > branches:
+        raise CheckFailed(f"{what}: {len(assignment)} branches; at most {branches} allowed")
+    placed = sorted(i for branch in assignment for i in branch)
+    if placed != list(range(len(durations))):
+        raise CheckFailed(f"{what}: each of the {len(durations)} tasks must appear exactly once (by its index); "
+                          f"you placed {placed}")
+    yours, good = makespan(assignment, durations), makespan(_greedy_longest_first(durations, branches), durations)
+    if yours > 1.05 * good:
+        raise CheckFailed(f"{what}: your longest branch takes {yours:.0f} us; a balanced schedule needs {good:.0f} us")
+    return list(assignment)
+
+
 @exercise("Exercise 4: choose the branches",
           "the branches run side by side, so the replay lasts as long as the longest branch: balance the "
           "loads (placing the longest tasks first, each on the least loaded branch, does well)")
 def check_assignment(assign: Callable[[Sequence[float], int], list[list[int]]]) -> str:
-    """Every task once; the longest branch within 5% of greedy longest-first; on a GPU, the speedup measured."""
+    """Every task once on at most `branches` branches, the longest branch within 5% of greedy longest-first, for
+    the lab's tasks and for made-up ones; on a GPU, the lab's schedule captured and its speedup measured."""
     import torch
 
-    assignment = assign(DURATIONS_US, BRANCHES)
-    if len(assignment) > BRANCHES:
-        raise CheckFailed(f"{len(assignment)} branches; at most {BRANCHES} allowed")
-    placed = sorted(i for branch in assignment for i in branch)
-    if placed != list(range(len(DURATIONS_US))):
-        raise CheckFailed(f"each of the {len(DURATIONS_US)} tasks must appear exactly once; you placed {placed}")
-    yours, good = makespan(assignment, DURATIONS_US), makespan(_greedy_longest_first(DURATIONS_US, BRANCHES),
-                                                               DURATIONS_US)
-    if yours > 1.05 * good:
-        raise CheckFailed(f"your longest branch takes {yours:.0f} us; a balanced schedule needs {good:.0f} us")
+    assignment = _checked_assignment(assign, DURATIONS_US, BRANCHES, "the lab's tasks")
+    yours = makespan(assignment, DURATIONS_US)
+    rng = random.Random()
+    # Made-up cases, unsorted: short tasks before one long one (where placing tasks in the order given goes
+    # wrong), and random ones, so no schedule written for the lab's tasks fits them.
+    cases = [([1.0] * 12 + [12.0], 4)]
+    for _ in range(4):
+        cases.append(([rng.uniform(2, 40) for _ in range(rng.randint(8, 16))], rng.randint(2, 5)))
+    for durations, branches in cases:
+        _checked_assignment(assign, durations, branches, f"{len(durations)} made-up tasks on {branches} branches")
     detail = f"longest branch {yours:.0f} us of {sum(DURATIONS_US)} us of work"
     if not torch.cuda.is_available():
         return detail + " (measured only on a GPU)"
