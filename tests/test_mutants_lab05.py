@@ -2,8 +2,6 @@
 
 import heapq
 
-import pytest
-
 from launchlab.checkers import ch05
 from mutants import Answer, judge
 
