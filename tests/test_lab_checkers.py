@@ -400,7 +400,6 @@ def test_lab06_while_checker_rejects_wrong_loops(monkeypatch):
 def test_lab07_cpu_checkers_reject_plausible_wrong_answers(monkeypatch):
     import torch
 
-    from launchlab import trace
     from launchlab.checkers import ch07
 
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
@@ -416,21 +415,6 @@ def test_lab07_cpu_checkers_reject_plausible_wrong_answers(monkeypatch):
     grown = ch07.check_static_cache(via_cat)
     assert not grown and "does not hold the new keys" in grown.detail
 
-    def reference(kernels, window):
-        split = trace.attribute_idle(kernels, window)
-        return split.busy_us, split.host_wait_us, split.gpu_gap_us
-
-    def all_host(kernels, window):
-        busy, host, gpu = reference(kernels, window)
-        return busy, host + gpu, 0.0
-
-    def overlaps_twice(kernels, window):
-        _, host, gpu = reference(kernels, window)
-        return sum(end - start for _, start, end in kernels), host, gpu
-
-    assert ch07.check_attribute_idle(reference)
-    assert not ch07.check_attribute_idle(all_host)
-    assert not ch07.check_attribute_idle(overlaps_twice)
 
 
 @pytest.mark.gpu

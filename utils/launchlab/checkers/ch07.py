@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from .. import decoder, trace
-from ..checking import CheckFailed, counting_graph_calls, exercise, require_cuda, warm_up_then_capture
+from ..checking import CheckFailed, counting_graph_calls, exercise, number, require_cuda, warm_up_then_capture
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
 __all__ = ["check_attribute_idle", "check_capture_loop", "check_capture_step", "check_static_cache"]
@@ -259,10 +259,15 @@ def check_attribute_idle(attribute_idle: Callable) -> str:
     for kernels, window in cases:
         expected = trace.attribute_idle(kernels, window)
         yours = attribute_idle(list(kernels), window)
-        if not (isinstance(yours, tuple) and len(yours) == 3):
+        if not (isinstance(yours, (tuple, list)) and len(yours) == 3):
             raise CheckFailed(f"return (busy_us, host_wait_us, gpu_gap_us), not {yours!r}")
+        yours = tuple(number(y, f"your {what}", "microseconds", positive=False)
+                      for y, what in zip(yours, ("busy_us", "host_wait_us", "gpu_gap_us"), strict=True))
+        if min(yours) < -1e-9:
+            raise CheckFailed(f"kernels {kernels[:4]} in window {window}: you returned {yours}; no part of the "
+                              "window can be negative")
         want = (expected.busy_us, expected.host_wait_us, expected.gpu_gap_us)
-        if any(abs(float(y) - w) > 1e-6 for y, w in zip(yours, want, strict=True)):
+        if any(abs(y - w) > 1e-6 for y, w in zip(yours, want, strict=True)):
             shown = ", ".join(f"{w:.3f}" for w in want)
             raise CheckFailed(f"kernels {kernels[:4]}{'...' if len(kernels) > 4 else ''} in window {window}: you "
                               f"returned {tuple(round(float(y), 3) for y in yours)}, expected ({shown})")
