@@ -44,6 +44,10 @@ def _program(fn: Callable, body: str, **constants: object) -> str:
 
 def _run(program: str, backend: str) -> RankRun:
     run = run_ranks(program, nprocs=2, args=(backend,), timeout_s=RANK_TIMEOUT_S, echo=False)
+    if not run.ok and not run.timed_out and len(run.results()) < 2:
+        # Once in a while on a loaded machine a gloo rank dies while the group forms, before any code of the
+        # learner's ran: run it again, so a verdict never rests on that. Code that fails fails twice.
+        run = run_ranks(program, nprocs=2, args=(backend,), timeout_s=RANK_TIMEOUT_S, echo=False)
     if any("NotImplementedError" in line for line in run.lines):
         raise NotImplementedError("your function still raises NotImplementedError in the ranks")
     if run.timed_out:
