@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from .env import CellSkipped, skip_following_cells
+from .env import CellSkipped, skip_cell
 
 # The driver version (cuDriverGetVersion: 1000 * major + 10 * minor) each feature first shipped in.
 FEATURES = {
@@ -56,8 +56,7 @@ def require(feature: str) -> None:
     stop in one line too, instead of a traceback about a name this cell never defined."""
     reason = missing(feature)
     if reason:
-        skip_following_cells(reason)
-        raise FeatureMissing(reason)
+        skip_cell(reason, FeatureMissing)
 
 
 def compile_with_device_runtime(source: str):

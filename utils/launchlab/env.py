@@ -206,10 +206,10 @@ def skip_following_cells(reason: str) -> bool:
     return True
 
 
-def skip_cell(reason: str) -> None:
+def skip_cell(reason: str, kind: type[CellSkipped] = CellSkipped) -> None:
     """Stop this cell and every later one that fails for the same reason, each with one line instead of a traceback."""
     skip_following_cells(reason)
-    raise CellSkipped(reason)
+    raise kind(reason)
 
 
 def require_gpu() -> bool:

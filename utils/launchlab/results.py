@@ -71,11 +71,6 @@ def record_claim(name: str, held: bool, detail: str = "") -> None:
     _write_json(run, run_path())
 
 
-def metric(name: str) -> float | None:
-    """A metric of this GPU's run, or None when it was not measured (a skipped cell, say)."""
-    return load_run()["metrics"].get(name)
-
-
 # ---- the committed reports ---------------------------------------------------------------------------------
 
 
