@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from launchlab.checkers import for_lab
-from launchlab.checking import CheckFailed, number, within, within_factor
+from launchlab.checking import TIME_SLIPS_MS, CheckFailed, exercise, number, within, within_factor
 
 CHAPTERS = [f"{n:02d}" for n in range(9)]
 
@@ -37,6 +37,48 @@ def test_tolerance_checks_fail_on_nan():
         within(float("nan"), 1.0, 0.1, "yours")
     with pytest.raises(CheckFailed, match="went wrong"):
         within_factor(float("nan"), 1.0, 2.0, "yours")
+
+
+def test_a_unit_slip_fails_with_a_hint_that_names_it():
+    with pytest.raises(CheckFailed) as failed:
+        within(5000.0, 5.0, 0.1, "your time in ms", slips=TIME_SLIPS_MS)
+    assert "microseconds" in failed.value.hint
+    with pytest.raises(CheckFailed) as failed:
+        within(9.0, 5.0, 0.1, "your time in ms", slips=TIME_SLIPS_MS)
+    assert failed.value.hint is None  # wrong, but not by a factor that names a slip
+
+
+@exercise("Exercise 0: a demo", "the general hint")
+def _demo(answer):
+    if answer == "slip":
+        raise CheckFailed("yours is off by 1,000", hint="the slip's own hint")
+    if answer == "wrong":
+        raise CheckFailed("yours is wrong")
+    if answer == "flaky":
+        _demo.calls = getattr(_demo, "calls", 0) + 1
+        if _demo.calls % 3 == 0:
+            raise CheckFailed("failed this time")
+    return "fine"
+
+
+def test_a_verdict_carries_the_mistakes_own_hint_else_the_exercises(monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    slip, wrong = _demo("slip"), _demo("wrong")
+    assert not slip and slip.hint == "the slip's own hint" and wrong.hint == "the general hint"
+    printed = capsys.readouterr().out
+    assert "Hint: the slip's own hint" in printed and "Hint: the general hint" in printed
+
+
+def test_under_check_trials_every_run_must_pass(monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    monkeypatch.setenv("LAUNCHLAB_CHECK_TRIALS", "5")
+    assert _demo("right").detail == "fine (passed 5 runs of 5)"
+    _demo.calls = 0
+    flaky = _demo("flaky")  # passes twice, then fails
+    assert not flaky and flaky.detail == "failed this time (run 3 of 5)"
+    monkeypatch.setenv("LAUNCHLAB_CHECK_TRIALS", "0")
+    with pytest.raises(ValueError, match="LAUNCHLAB_CHECK_TRIALS"):
+        _demo("right")
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

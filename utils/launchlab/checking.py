@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,22 @@ FAIL_MARK = "FAIL"
 
 
 class CheckFailed(AssertionError):
-    """Raised by a checker's body to fail with a message; raised to the caller under LAUNCHLAB_STRICT=1."""
+    """Raised by a checker's body to fail with a message; raised to the caller under LAUNCHLAB_STRICT=1.
+
+    `hint`, when the checker can tell which mistake it saw, replaces the exercise's general hint.
+    """
+
+    def __init__(self, detail: str, hint: str | None = None) -> None:
+        super().__init__(detail)
+        self.hint = hint
+
+
+def check_trials() -> int:
+    """How many times each checker runs its body: LAUNCHLAB_CHECK_TRIALS (the reference run uses 5 on solutions)."""
+    raw = os.environ.get("LAUNCHLAB_CHECK_TRIALS", "1")
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"LAUNCHLAB_CHECK_TRIALS={raw!r}: set it to a whole number of runs, 1 or more")
+    return int(raw)
 
 
 @dataclass(frozen=True)
@@ -31,6 +47,7 @@ class Verdict:
     exercise: str
     passed: bool
     detail: str
+    hint: str = ""
 
     def __bool__(self) -> bool:
         return self.passed
@@ -42,27 +59,40 @@ class Verdict:
 def exercise(name: str, hint: str) -> Callable[[Callable[..., str]], Callable[..., Verdict]]:
     """Make a checker: its body returns a detail string on success or raises CheckFailed(detail).
 
-    The wrapped checker prints PASS or FAIL with the hint, never a traceback: a stub
-    (NotImplementedError) or any error in the learner's code is a FAIL that says what happened.
+    The wrapped checker prints PASS or FAIL with a hint (the mistake's own when the body raised one), never a
+    traceback: a stub (NotImplementedError) or any error in the learner's code is a FAIL that says what
+    happened. Under LAUNCHLAB_CHECK_TRIALS=N the body runs N times and passes only if every run passes.
     """
 
     def wrap(body: Callable[..., str]) -> Callable[..., Verdict]:
+        def judge_once(*args, **kwargs) -> Verdict:
+            try:
+                return Verdict(name, True, body(*args, **kwargs) or "")
+            except NotImplementedError as exc:
+                return Verdict(name, False, f"not implemented yet ({exc})", hint)
+            except CheckFailed as exc:
+                return Verdict(name, False, str(exc), exc.hint or hint)
+            except Exception as exc:  # the learner's code failed: say what, without a traceback
+                return Verdict(name, False, f"your code raised {type(exc).__name__}: {exc}", hint)
+
         @functools.wraps(body)
         def checker(*args, **kwargs) -> Verdict:
-            try:
-                verdict = Verdict(name, True, body(*args, **kwargs) or "")
-            except NotImplementedError as exc:
-                verdict = Verdict(name, False, f"not implemented yet ({exc})")
-            except CheckFailed as exc:
-                verdict = Verdict(name, False, str(exc))
-            except Exception as exc:  # the learner's code failed: say what, without a traceback
-                verdict = Verdict(name, False, f"your code raised {type(exc).__name__}: {exc}")
+            trials = check_trials()
+            for trial in range(1, trials + 1):
+                verdict = judge_once(*args, **kwargs)
+                if not verdict:
+                    if trials > 1:
+                        verdict = Verdict(name, False, f"{verdict.detail} (run {trial} of {trials})", verdict.hint)
+                    break
+            else:
+                if trials > 1:
+                    verdict = Verdict(name, True, f"{verdict.detail} (passed {trials} runs of {trials})")
             if verdict.passed:
                 print(f"{PASS_MARK} [{name}] {verdict.detail}")
             else:
-                print(f"{FAIL_MARK} [{name}] {verdict.detail}\n  Hint: {hint}")
+                print(f"{FAIL_MARK} [{name}] {verdict.detail}\n  Hint: {verdict.hint}")
                 if strict():
-                    raise CheckFailed(f"{name}: {verdict.detail}")
+                    raise CheckFailed(f"{name}: {verdict.detail}", verdict.hint)
             return verdict
 
         checker.exercise_name = name
@@ -91,23 +121,42 @@ def number(value: object, what: str, unit: str = "", positive: bool = True) -> f
     return result
 
 
-def within(measured: float, expected: float, tolerance: float, what: str) -> str:
-    """A detail line if measured is within tolerance (a fraction) of expected, else raise CheckFailed."""
+# Ratios of yours to the expected value that betray a unit slip, and what to say about each.
+TIME_SLIPS_MS = {1000.0: "your figure is 1,000x too large: microseconds where milliseconds were asked for?",
+                 0.001: "your figure is 1,000x too small: seconds where milliseconds were asked for?"}
+TIME_SLIPS_US = {1000.0: "your figure is 1,000x too large: nanoseconds where microseconds were asked for?",
+                 0.001: "your figure is 1,000x too small: milliseconds where microseconds were asked for?",
+                 1e-6: "your figure is a million times too small: seconds where microseconds were asked for?"}
+
+
+def slip_hint(ratio: float, slips: dict[float, str] | None) -> str | None:
+    """The hint of the slip whose factor `ratio` matches within 15%, if any."""
+    for factor, hint in (slips or {}).items():
+        if abs(ratio / factor - 1) <= 0.15:
+            return hint
+    return None
+
+
+def within(measured: float, expected: float, tolerance: float, what: str,
+           slips: dict[float, str] | None = None) -> str:
+    """A detail line if measured is within tolerance (a fraction) of expected, else raise CheckFailed (with the
+    hint of a known slip, such as a unit, when the ratio betrays one)."""
     measured = number(measured, what, positive=False)
     error = abs(measured - expected) / expected
     line = f"{what}: yours {measured:.4g}, expected {expected:.4g} ({error:.1%} off, {tolerance:.0%} allowed)"
     if not error <= tolerance:
-        raise CheckFailed(line)
+        raise CheckFailed(line, slip_hint(measured / expected, slips))
     return line
 
 
-def within_factor(yours: float, expected: float, factor: float, what: str) -> str:
+def within_factor(yours: float, expected: float, factor: float, what: str,
+                  slips: dict[float, str] | None = None) -> str:
     """A detail line if yours is within `factor` times expected either way, else raise CheckFailed."""
     yours = number(yours, what)
     ratio = yours / expected
     line = f"{what}: yours {yours:,.4g}, the checker's {expected:,.4g} (ratio {ratio:.2f}, {1 / factor:g} to {factor:g} allowed)"
     if not 1 / factor <= ratio <= factor:
-        raise CheckFailed(line)
+        raise CheckFailed(line, slip_hint(ratio, slips))
     return line
 
 

@@ -3,7 +3,8 @@
 Usage: python -m launchlab.reference_run [NOTEBOOK ...]   (default: every notebook and solution with a GPU
 cell this machine can run)
 This is the notebook half of the GPU tier (`make test-gpu`): every cell runs once, under LAUNCHLAB_STRICT=1,
-so a claim that does not hold or a checker that fails its solution fails the cell. Cells tagged for more GPUs
+so a claim that does not hold or a checker that fails its solution fails the cell; each solution's checkers
+judge it 5 times (LAUNCHLAB_CHECK_TRIALS), and every run must pass. Cells tagged for more GPUs
 than this machine has keep their stored outputs and count as skipped. Entries for notebooks not run this time
 are kept from the existing report of the same GPU, so a chapter can be re-run alone.
 """
@@ -29,6 +30,7 @@ from .checking import FAIL_MARK, PASS_MARK
 from .env import environment, gpu_count, gpu_slug, repo_root
 from .notebooks import code_sources, course_notebooks, needs_gpus, runs_gpu_cells, source_sha256
 
+SOLUTION_TRIALS = 5
 _VERDICT = re.compile(rf"^({PASS_MARK}|{FAIL_MARK}) \[(Exercise[^\]]*)\]", re.MULTILINE)
 
 
@@ -126,7 +128,11 @@ def main(argv: list[str] | None = None) -> int:
         for path in paths:
             rel = path.relative_to(root).as_posix()
             print(f"running {rel} ({len(code_sources(nbformat.read(path, as_version=4)))} code cells)", flush=True)
-            entries[rel] = execute_in_place(path, env_vars)
+            # A solution's checkers judge it SOLUTION_TRIALS times: a right answer must pass every run, not most.
+            trials = SOLUTION_TRIALS if rel.startswith("solutions/") else 1
+            entries[rel] = execute_in_place(path, {**env_vars, "LAUNCHLAB_CHECK_TRIALS": str(trials)})
+            if trials > 1:
+                entries[rel]["check_trials"] = trials
             print(f"  {entries[rel]}", flush=True)
         run = collect_run(Path(results_dir), root / "runs" / "reference")
     report_path = write_report(root, paths, entries, run)
