@@ -5,7 +5,7 @@ import json
 import pytest
 
 from launchlab import results
-from launchlab.claims import ClaimFailed, claim
+from launchlab.claims import ClaimFailed, below, claim, exceeds
 
 
 def test_claim_that_holds_is_printed_and_stored(results_dir, capsys, monkeypatch):
@@ -21,6 +21,24 @@ def test_failed_claim_explains_without_raising_for_a_learner(results_dir, capsys
     out = capsys.readouterr().out
     assert "DID NOT HOLD" in out and "9 us against 7 us" in out and "not an error in your work" in out
     assert results.load_run()["claims"]["graphs are faster"]["held"] is False
+
+
+def test_a_compared_claim_stores_its_margin_and_names_a_narrow_one(results_dir, capsys, monkeypatch):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "1")
+    assert claim("graphs are faster", exceeds(7.0, 2.0, factor=2), "7.0 us against 2.0 us")
+    assert "(margin 75%)" in capsys.readouterr().out
+    assert results.load_run()["claims"]["graphs are faster"]["margin"] == 0.75
+    assert claim("a coin flip", below(9.6, 10.0), "9.6 against 10")
+    assert "HELD NARROWLY" in capsys.readouterr().out
+    assert results.narrow_claims(results.load_run(), 0.10) == {"a coin flip": 0.0417}
+
+
+def test_margins_join_to_the_narrower_and_refuse_nan():
+    both = exceeds(3.0, 1.0) & below(0.9, 1.0)
+    assert both.held and abs(both.margin - 1 / 9) < 1e-9
+    assert not (exceeds(3.0, 1.0) & False)
+    assert not exceeds(float("nan"), 1.0) and not below(1.0, float("nan"))
+    assert not exceeds(1.0, 1.0), "equal is not larger"
 
 
 def test_failed_claim_raises_under_strict(results_dir, monkeypatch):

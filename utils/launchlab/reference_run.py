@@ -27,6 +27,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
 from . import labs, results, syllabus
 from .checking import FAIL_MARK, PASS_MARK
+from .claims import NARROW_MARGIN
 from .env import environment, gpu_count, gpu_slug, repo_root
 from .notebooks import code_sources, course_notebooks, needs_gpus, runs_gpu_cells, source_sha256
 
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     syllabus.generate(root)  # the start page shows each chapter's run time from the report
     failed = sum(r["failed"] for r in entries.values())
     bad_claims = [k for k, v in run.get("claims", {}).items() if not results.claim_held(v)]
+    narrow = results.narrow_claims(run, NARROW_MARGIN)
     failed_checks = [f"{rel}: {name}" for rel, r in entries.items() for name, mark in r.get("verdicts", {}).items()
                      if mark != PASS_MARK]
     print("seconds per notebook, slowest first:")
@@ -149,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {report_path.relative_to(root)}: {len(paths)} notebooks, {failed} failed cells, "
           f"{len(run.get('metrics', {}))} metrics, claims not held: {bad_claims or 'none'}, "
           f"checks failed: {failed_checks or 'none'}")
+    print(f"claims held by under {NARROW_MARGIN:.0%}: "
+          + (", ".join(f"{name} ({m:.0%})" for name, m in narrow.items()) or "none"))
     return 1 if failed or bad_claims or failed_checks else 0
 
 

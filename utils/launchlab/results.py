@@ -64,10 +64,13 @@ def record(name: str, value: float, unit: str) -> float:
     return value
 
 
-def record_claim(name: str, held: bool, detail: str = "") -> None:
-    """Store whether a teaching claim held on this GPU, with the figures it was judged on."""
+def record_claim(name: str, held: bool, detail: str = "", margin: float | None = None) -> None:
+    """Store whether a teaching claim held on this GPU, by what margin, and the figures it was judged on."""
     run = load_run()
-    run.setdefault("claims", {})[name] = {"held": bool(held), "detail": detail}
+    entry = {"held": bool(held), "detail": detail}
+    if margin is not None:
+        entry["margin"] = round(float(margin), 4) if math.isfinite(margin) else None
+    run.setdefault("claims", {})[name] = entry
     _write_json(run, run_path())
 
 
@@ -119,6 +122,12 @@ def merge_into_report(report_path: Path, notebooks: Mapping[str, dict], run: Map
     }
     _write_json(report, report_path)
     return report
+
+
+def narrow_claims(run_or_report: Mapping, under: float) -> dict[str, float]:
+    """{claim: margin} for every claim that held by less than `under`: figures another run may not repeat."""
+    return {name: v["margin"] for name, v in run_or_report.get("claims", {}).items()
+            if isinstance(v, dict) and v.get("held") and v.get("margin") is not None and v["margin"] < under}
 
 
 def claim_held(value: object) -> bool:
