@@ -9,11 +9,11 @@ their first line: devicegraphs (06), decoder (07), ranks (08).
 """
 
 from . import plots, timing
-from .claims import claim
+from .claims import below, claim, exceeds
 from .env import environment, require_gpu, show_environment
 from .results import compare, record, reference, reference_series
 from .timing import Timing
 
-__all__ = ["Timing", "claim", "compare", "environment", "plots", "record", "reference", "reference_series",
-           "require_gpu", "show_environment", "timing"]
+__all__ = ["Timing", "below", "claim", "compare", "environment", "exceeds", "plots", "record", "reference",
+           "reference_series", "require_gpu", "show_environment", "timing"]
 __version__ = "0.1.0"
