@@ -1,0 +1,426 @@
+"""Lab 00's mutation suite: timers a learner plausibly writes, each judged by its checker (every exercise needs a GPU).
+
+The checkers time spin kernels of durations they draw afresh (3 to 9 ms, several per call), so a typed-in
+number cannot pass; each timing exercise is judged twice.
+"""
+
+import statistics
+import time
+
+import numpy as np
+import pytest
+
+from mutants import Answer, judge
+
+TYPED_IN_MS = 5.0  # what the lab's demo cells print: "a kernel that ran 5.000 ms"
+
+
+def _cp():
+    import cupy as cp
+
+    return cp
+
+
+def _sync():
+    _cp().cuda.Device().synchronize()
+
+
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    monkeypatch.delenv("LAUNCHLAB_CHECK_TRIALS", raising=False)
+    yield
+    capsys.readouterr()
+
+
+# ---- exercise 1: wait for the GPU ----------------------------------------------------------------------------
+
+def time_once(fn):
+    """The solution's timer."""
+    _sync()
+    start = time.perf_counter()
+    fn()
+    _sync()
+    return (time.perf_counter() - start) * 1e3
+
+
+def time_once_torch_ns(fn):
+    """Right, written differently: torch's device-wide synchronisation and an integer nanosecond clock."""
+    import torch
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter_ns()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter_ns() - t0) / 1e6
+
+
+def time_once_events(fn):
+    """Right, written differently: earlier work drained, then events around the call on the current stream."""
+    cp = _cp()
+    cp.cuda.get_current_stream().synchronize()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end)
+
+
+def no_sync(fn):
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e3
+
+
+def sync_before_only(fn):
+    _sync()
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e3
+
+
+def sync_after_only(fn):
+    start = time.perf_counter()
+    fn()
+    _sync()
+    return (time.perf_counter() - start) * 1e3
+
+
+def syncs_a_new_stream(fn):
+    cp = _cp()
+    _sync()
+    start = time.perf_counter()
+    fn()
+    cp.cuda.Stream().synchronize()  # a stream of its own, with nothing in it: returns at once
+    return (time.perf_counter() - start) * 1e3
+
+
+WAIT_ANSWERS = [
+    Answer("synchronise before and after (the solution)", "right", time_once),
+    Answer("torch.cuda.synchronize and perf_counter_ns", "right", time_once_torch_ns),
+    Answer("events after draining the stream", "right", time_once_events),
+    Answer("no synchronisation (the broken timer)", "classic", no_sync),
+    Answer("synchronised before the call only", "method", sync_before_only),
+    Answer("synchronised after the call only: earlier work counted", "method", sync_after_only),
+    Answer("synchronises a new, empty stream", "structure", syncs_a_new_stream),
+    Answer("seconds", "unit", lambda fn: time_once(fn) / 1e3),
+    Answer("microseconds", "unit", lambda fn: time_once(fn) * 1e3),
+    Answer("the demo's 5 ms typed in", "hard-coded", lambda fn: (fn(), _sync(), TYPED_IN_MS)[-1]),
+    Answer("forgot to return", "bad value", lambda fn: None),
+    Answer("NaN", "bad value", lambda fn: float("nan")),
+]
+
+
+@pytest.mark.gpu
+def test_lab00_exercise1_wait_for_gpu():
+    from launchlab.checkers import ch00
+
+    wrong = judge("lab 00, exercise 1: wait for the GPU", ch00.check_wait_for_gpu, WAIT_ANSWERS, trials=2)
+    assert not wrong, "\n".join(wrong)
+    assert "before you start the clock" in ch00.check_wait_for_gpu(sync_after_only).hint
+    assert "after fn()" in ch00.check_wait_for_gpu(no_sync).hint
+    assert "seconds where milliseconds" in ch00.check_wait_for_gpu(lambda fn: time_once(fn) / 1e3).hint
+
+
+# ---- exercise 2: warm up first -------------------------------------------------------------------------------
+
+def steady_time(fn, repeats=5):
+    """The solution's timer."""
+    fn()
+    _sync()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        _sync()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return float(np.median(samples))
+
+
+def steady_time_batched(fn, warmups=2, calls=8):
+    """Right, written differently: two warm-up calls, then several calls timed together, divided."""
+    for _ in range(warmups):
+        fn()
+    _sync()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    _sync()
+    return (time.perf_counter() - start) * 1e3 / calls
+
+
+def cold_call(fn):
+    _sync()
+    start = time.perf_counter()
+    fn()
+    _sync()
+    return (time.perf_counter() - start) * 1e3
+
+
+def mean_with_the_first_call(fn, repeats=5):
+    samples = [cold_call(fn) for _ in range(repeats)]  # the first sample pays the compilation
+    return sum(samples) / len(samples)
+
+
+def warm_up_not_waited_for(fn):
+    fn()  # still running when the clock starts
+    start = time.perf_counter()
+    fn()
+    _sync()
+    return (time.perf_counter() - start) * 1e3
+
+
+def warms_up_the_gpu_not_fn(fn):
+    cp = _cp()
+    cp.ones(1024).sum()  # "wakes the GPU up", but fn's kernel is still uncompiled
+    _sync()
+    return cold_call(fn)
+
+
+WARM_ANSWERS = [
+    Answer("one warm-up call, median of five (the solution)", "right", steady_time),
+    Answer("two warm-ups, eight calls timed together", "right", steady_time_batched),
+    Answer("the first call timed (the broken timer)", "classic", cold_call),
+    Answer("mean of all calls, the first included", "method", mean_with_the_first_call),
+    Answer("warm-up call not waited for", "method", warm_up_not_waited_for),
+    Answer("other GPU work as the warm-up", "structure", warms_up_the_gpu_not_fn),
+    Answer("seconds", "unit", lambda fn: steady_time(fn) / 1e3),
+    Answer("microseconds", "unit", lambda fn: steady_time(fn) * 1e3),
+    Answer("the demo's 5 ms typed in", "hard-coded", lambda fn: TYPED_IN_MS),
+    Answer("NaN", "bad value", lambda fn: float("nan")),
+]
+
+
+@pytest.mark.gpu
+def test_lab00_exercise2_warm_up():
+    from launchlab.checkers import ch00
+
+    wrong = judge("lab 00, exercise 2: warm up first", ch00.check_warm_up, WARM_ANSWERS, trials=2)
+    assert not wrong, "\n".join(wrong)
+    assert "compiled" in ch00.check_warm_up(cold_call).hint
+    assert "warm-up" in ch00.check_warm_up(warm_up_not_waited_for).hint
+    assert "not typed in" in ch00.check_warm_up(lambda fn: TYPED_IN_MS).hint
+
+
+# ---- exercise 3: record events on the stream that does the work ---------------------------------------------
+
+def event_time(fn, stream):
+    """The solution's timer."""
+    cp = _cp()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record(stream)
+    fn()
+    end.record(stream)
+    end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end)
+
+
+def event_time_in_stream_context(fn, stream):
+    """Right, written differently: the stream made current, events recorded on the current stream."""
+    cp = _cp()
+    with stream:
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+    stream.synchronize()
+    return cp.cuda.get_elapsed_time(start, end)
+
+
+def event_time_stream_record(fn, stream):
+    """Right, written differently: Stream.record makes and records the events."""
+    cp = _cp()
+    start = stream.record()
+    fn()
+    end = stream.record()
+    end.synchronize()
+    return float(cp.cuda.get_elapsed_time(start, end))
+
+
+def _events(fn, start_on, end_on, order=(0, 1)):
+    cp = _cp()
+    events = [cp.cuda.Event(), cp.cuda.Event()]
+    events[0].record(start_on)
+    fn()
+    events[1].record(end_on)
+    events[1].synchronize()
+    _sync()
+    return cp.cuda.get_elapsed_time(events[order[0]], events[order[1]])
+
+
+def host_clock_no_sync(fn, stream):
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e3
+
+
+EVENT_ANSWERS = [
+    Answer("both events on the stream (the solution)", "right", event_time),
+    Answer("with stream: events on the current stream", "right", event_time_in_stream_context),
+    Answer("Stream.record()", "right", event_time_stream_record),
+    Answer("events on the current stream (the broken timer)", "classic", lambda fn, s: _events(fn, None, None)),
+    Answer("end event on the current stream", "classic", lambda fn, s: _events(fn, s, None)),
+    Answer("events on a new stream", "structure",
+           lambda fn, s: (lambda other: _events(fn, other, other))(_cp().cuda.Stream())),
+    Answer("start and end swapped", "bad value", lambda fn, s: _events(fn, s, s, order=(1, 0))),
+    Answer("host clock, no synchronisation", "method", host_clock_no_sync),
+    Answer("seconds", "unit", lambda fn, s: event_time(fn, s) / 1e3),
+    Answer("microseconds", "unit", lambda fn, s: event_time(fn, s) * 1e3),
+    Answer("the demo's 5 ms typed in", "hard-coded", lambda fn, s: TYPED_IN_MS),
+    Answer("forgot to return", "bad value", lambda fn, s: None),
+]
+
+
+@pytest.mark.gpu
+def test_lab00_exercise3_event_stream():
+    from launchlab.checkers import ch00
+
+    wrong = judge("lab 00, exercise 3: events on the stream that does the work", ch00.check_event_stream,
+                  EVENT_ANSWERS, trials=2)
+    assert not wrong, "\n".join(wrong)
+    assert "record" in ch00.check_event_stream(lambda fn, s: _events(fn, None, None)).hint
+    assert "negative" in ch00.check_event_stream(lambda fn, s: _events(fn, s, s, order=(1, 0))).hint
+
+
+# ---- exercise 4: report the median ----------------------------------------------------------------------------
+
+def _samples(fn, repeats=21, sync=True):
+    samples = []
+    for _ in range(repeats):
+        if sync:
+            _sync()
+        start = time.perf_counter()
+        fn()
+        if sync:
+            _sync()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return samples
+
+
+def robust_time(fn, repeats=21):
+    """The solution's timer."""
+    return float(np.median(_samples(fn, repeats)))
+
+
+def robust_time_statistics(fn, repeats=25):
+    """Right, written differently: one warm-up, then statistics.median of 25 samples timed with torch."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        fn()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter_ns() - t0) / 1e6)
+    return statistics.median(samples)
+
+
+def unsorted_middle(fn, repeats=21):
+    samples = _samples(fn, repeats)
+    return samples[len(samples) // 2]
+
+
+MEDIAN_ANSWERS = [
+    Answer("np.median of 21 samples (the solution)", "right", robust_time),
+    Answer("statistics.median of 25 after a warm-up", "right", robust_time_statistics),
+    Answer("np.percentile 50 of 31 samples", "right", lambda fn: float(np.percentile(_samples(fn, 31), 50))),
+    Answer("the mean (the broken timer)", "classic", lambda fn: float(np.mean(_samples(fn)))),
+    Answer("the middle sample, unsorted", "method", unsorted_middle),
+    Answer("the fastest sample", "method", lambda fn: min(_samples(fn))),
+    Answer("no synchronisation", "method", lambda fn: float(np.median(_samples(fn, sync=False)))),
+    Answer("seconds", "unit", lambda fn: robust_time(fn) / 1e3),
+    Answer("microseconds", "unit", lambda fn: robust_time(fn) * 1e3),
+    Answer("the demo's 5 ms typed in", "hard-coded", lambda fn: (_samples(fn), TYPED_IN_MS)[-1]),
+    Answer("NaN", "bad value", lambda fn: float(np.median(_samples(fn) + [float("nan")]))),
+]
+
+
+@pytest.mark.gpu
+def test_lab00_exercise4_median():
+    from launchlab.checkers import ch00
+
+    wrong = judge("lab 00, exercise 4: report the median", ch00.check_median, MEDIAN_ANSWERS, trials=2)
+    assert not wrong, "\n".join(wrong)
+    assert "mean" in ch00.check_median(lambda fn: float(np.mean(_samples(fn)))).hint
+    assert "sort" in ch00.check_median(unsorted_middle).hint
+
+
+# ---- exercise 5: read the right field of a library timer -------------------------------------------------------
+
+def _bench(fn, n_repeat=20):
+    from cupyx.profiler import benchmark
+
+    return benchmark(fn, n_repeat=n_repeat, n_warmup=2)
+
+
+def library_gpu_time(fn):
+    """The solution's timer."""
+    return float(np.median(_bench(fn).gpu_times[0])) * 1e3
+
+
+def library_gpu_time_mean(fn):
+    """Right, written differently: the mean over every device's GPU times (one device here)."""
+    return float(_bench(fn, n_repeat=10).gpu_times.mean() * 1000)
+
+
+def benchmark_of_the_result(fn):
+    from cupyx.profiler import benchmark
+
+    return float(np.median(benchmark(fn(), n_repeat=20).gpu_times)) * 1e3  # fn() called, its result passed
+
+
+LIBRARY_ANSWERS = [
+    Answer("median of gpu_times (the solution)", "right", library_gpu_time),
+    Answer("mean of gpu_times", "right", library_gpu_time_mean),
+    Answer("cpu_times (the broken timer)", "classic", lambda fn: float(_bench(fn).cpu_times.mean()) * 1e3),
+    Answer("median of cpu_times", "classic", lambda fn: float(np.median(_bench(fn).cpu_times)) * 1e3),
+    Answer("sum of the gpu_times", "method", lambda fn: float(_bench(fn).gpu_times.sum()) * 1e3),
+    Answer("benchmark handed fn() instead of fn", "structure", benchmark_of_the_result),
+    Answer("perf_counter, no library, no synchronisation", "method",
+           lambda fn: (lambda t0: (fn(), (time.perf_counter() - t0) * 1e3)[-1])(time.perf_counter())),
+    Answer("seconds", "unit", lambda fn: float(np.median(_bench(fn).gpu_times[0]))),
+    Answer("microseconds", "unit", lambda fn: library_gpu_time(fn) * 1e3),
+    Answer("the demo's 5 ms typed in", "hard-coded", lambda fn: TYPED_IN_MS),
+    Answer("forgot to return", "bad value", lambda fn: None),
+]
+
+
+@pytest.mark.gpu
+def test_lab00_exercise5_library_field():
+    from launchlab.checkers import ch00
+
+    wrong = judge("lab 00, exercise 5: the right field of a library timer", ch00.check_library_field,
+                  LIBRARY_ANSWERS, trials=2)
+    assert not wrong, "\n".join(wrong)
+    assert "gpu_times" in ch00.check_library_field(lambda fn: float(_bench(fn).cpu_times.mean()) * 1e3).hint
+
+
+# ---- on a CPU: what makes the checks un-foolable --------------------------------------------------------------
+
+def test_lab00_planted_durations_defeat_a_typed_in_number():
+    """Every check's durations lie in 3-9 ms, each 1.3x the next: no number is within 10% of two of them."""
+    import random
+
+    from launchlab.checkers import ch00
+
+    rng = random.Random(0)
+    for count in (2, 3, 5):
+        for _ in range(200):
+            durations = sorted(ch00._durations_us(count, rng))
+            assert 3000 <= durations[0] and durations[-1] <= 9000 * (1 + 1e-9)
+            assert all(b / a >= 1.3 - 1e-9 for a, b in zip(durations, durations[1:], strict=False))
+            assert (1 + ch00.TOLERANCE) / (1 - ch00.TOLERANCE) < 1.3
+
+
+def test_lab00_stall_plan_hits_the_middle_and_leaves_the_median_alone():
+    from launchlab.checkers import ch00
+
+    for calls in range(5, 120):
+        plan = ch00._stall_plan(calls)
+        assert calls // 2 in plan
+        assert len(plan) < calls / 2 - 1 or calls < 10 and len(plan) == 1
+        if calls >= 10:  # a first call kept as a warm-up shifts the middle sample by one: still stalled
+            assert {calls // 2 - 1, calls // 2 + 1} <= plan
