@@ -1,8 +1,435 @@
-"""Lab 07's mutation suite for exercise 4, splitting idle time (runs on a CPU)."""
+"""Lab 07's mutation suite: exercises 1 and 4 on a CPU (exercise 1 captures on a GPU too), exercises 2 and 3 in
+the GPU tier."""
+
+import pytest
+import torch
 
 from launchlab import trace
 from launchlab.checkers import ch07
 from mutants import Answer, judge
+
+# ---- exercise 1: write the static KV cache --------------------------------------------------------------------
+
+
+def index_copy(cache, new, pos):
+    cache.index_copy_(2, pos, new)
+
+
+def indexed_assignment(cache, new, pos):
+    """Right, written differently: advanced indexing with the position tensor (an index_put_, no host read)."""
+    cache[:, :, pos] = new
+
+
+def scatter(cache, new, pos):
+    """Right, written differently: scatter along the slot dimension, the index broadcast over the rest."""
+    cache.scatter_(2, pos.view(1, 1, 1, 1).expand_as(new), new)
+
+
+def where_then_copy(cache, new, pos):
+    """Right, written differently: a mask over the slots, then one in-place copy."""
+    slots = torch.arange(cache.shape[2], device=cache.device).view(1, 1, -1, 1)
+    cache.copy_(torch.where(slots == pos, new, cache))
+
+
+def index_copy_returned(cache, new, pos):
+    """Right: index_copy_ returns the cache it wrote, and returning it changes nothing."""
+    return cache.index_copy_(2, pos, new)
+
+
+def via_item(cache, new, pos):
+    cache[:, :, pos.item()] = new[:, :, 0]
+
+
+def via_tolist(cache, new, pos):
+    cache[:, :, pos.tolist()[0]] = new[:, :, 0]
+
+
+def via_narrow(cache, new, pos):  # narrow takes a tensor start, and reads it on the host
+    cache.narrow(2, pos[0], 1).copy_(new)
+
+
+def grown_with_cat(cache, new, pos):  # the growing cache of the lecture's first rung
+    return torch.cat([cache, new], dim=2)
+
+
+def out_of_place(cache, new, pos):  # index_copy without the underscore: a new tensor, the cache untouched
+    return cache.index_copy(2, pos, new)
+
+
+def into_a_clone(cache, new, pos):
+    cache = cache.clone()
+    cache.index_copy_(2, pos, new)
+    return cache
+
+
+def rebinds_data(cache, new, pos):
+    cache.data = cache.index_copy(2, pos, new)
+
+
+def along_heads(cache, new, pos):
+    cache.index_copy_(1, pos, new)
+
+
+def one_slot_late(cache, new, pos):
+    cache.index_copy_(2, pos + 1, new)
+
+
+def slot_zero(cache, new, pos):
+    cache[:, :, 0] = new[:, :, 0]
+
+
+def added(cache, new, pos):  # index_add_: right on a zeroed cache, wrong on one that held anything
+    cache.index_add_(2, pos, new)
+
+
+def advances_pos(cache, new, pos):  # the write moves the position on: every layer's write moves it again
+    cache.index_copy_(2, pos, new)
+    pos.add_(1)
+
+
+def every_slot(cache, new, pos):
+    cache.copy_(new.expand_as(cache))
+
+
+def via_cpu_copy(cache, new, pos):  # right on a CPU; on a GPU, .cpu() copies to the host inside the capture
+    cache[:, :, pos.cpu()] = new
+
+
+CACHE_ANSWERS = [
+    Answer("index_copy_ (the course's)", "right", index_copy),
+    Answer("indexed assignment with the position tensor", "right", indexed_assignment),
+    Answer("scatter_ along the slots", "right", scatter),
+    Answer("a mask and one copy_", "right", where_then_copy),
+    Answer("index_copy_ returned", "right", index_copy_returned),
+    Answer("slot read with .item()", "classic", via_item),
+    Answer("the growing cache (torch.cat)", "classic", grown_with_cat),
+    Answer("slot read with .tolist()", "method", via_tolist),
+    Answer("narrow with a tensor start", "method", via_narrow),
+    Answer("index_copy without the underscore", "structure", out_of_place),
+    Answer("written into a clone", "structure", into_a_clone),
+    Answer("cache.data rebound", "structure", rebinds_data),
+    Answer("dimension 1 (heads) instead of 2", "unit", along_heads),
+    Answer("slot pos + 1", "unit", one_slot_late),
+    Answer("slot 0 typed in", "hard-coded", slot_zero),
+    Answer("index_add_ instead of a write", "method", added),
+    Answer("the write advances pos", "method", advances_pos),
+    Answer("new broadcast over every slot", "bad value", every_slot),
+]
+
+
+def test_lab07_exercise1_static_cache(monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    answers, trials = CACHE_ANSWERS, 2
+    if torch.cuda.is_available():  # only a capture exposes this host read; each answer is captured, so one trial
+        answers, trials = [*answers, Answer("slot through .cpu()", "method", via_cpu_copy)], 1
+    wrong = judge("lab 07, exercise 1: write the static KV cache", ch07.check_static_cache, answers, trials=trials)
+    verdicts = {f.__name__: ch07.check_static_cache(f) for f in (via_tolist, grown_with_cat, one_slot_late,
+                                                                advances_pos)}
+    capsys.readouterr()
+    assert not wrong, "\n".join(wrong)
+    assert ".tolist()" in verdicts["via_tolist"].detail and "as a tensor" in verdicts["via_tolist"].hint
+    assert "in place" in verdicts["grown_with_cat"].hint
+    assert "slot pos itself" in verdicts["one_slot_late"].hint
+    assert "advances pos once per step" in verdicts["advances_pos"].hint
+
+
+# ---- exercises 2 and 3: capture one decode step, then the whole loop (GPU) ------------------------------------
+
+
+def _warm_up_then_capture(work, warm_ups=1):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warm_ups):
+            work()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        work()
+    return graph
+
+
+def _one_step(step, token, pos, out):
+    def work():
+        nxt = step(token, pos)
+        out.index_copy_(1, pos, nxt[:, None])
+        token.copy_(nxt)
+        pos.add_(1)
+    return work
+
+
+def capture_step(step, token, pos, out):
+    return _warm_up_then_capture(_one_step(step, token, pos, out))
+
+
+def capture_step_indexed(step, token, pos, out):
+    """Right, written differently: three warm-ups as the PyTorch docs do, indexed writes, in-place operators."""
+    def work():
+        nxt = step(token, pos)
+        out[:, pos] = nxt[:, None]
+        token[:] = nxt
+        pos[0] += 1
+    return _warm_up_then_capture(work, warm_ups=3)
+
+
+def capture_step_default_stream(step, token, pos, out):
+    """Right, written differently: the warm-up on the default stream, then a synchronisation before capturing."""
+    work = _one_step(step, token, pos, out)
+    work()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        work()
+    return graph
+
+
+def step_without_advance(step, token, pos, out):  # every replay decodes at position 0
+    def work():
+        nxt = step(token, pos)
+        out.index_copy_(1, pos, nxt[:, None])
+        token.copy_(nxt)
+    return _warm_up_then_capture(work)
+
+
+def step_with_rebound_pos(step, token, pos, out):  # a new position tensor: the buffer the replays read stays put
+    def work():
+        nonlocal pos
+        nxt = step(token, pos)
+        out.index_copy_(1, pos, nxt[:, None])
+        token.copy_(nxt)
+        pos = pos + 1
+    return _warm_up_then_capture(work)
+
+
+def step_without_feedback(step, token, pos, out):  # token rebound, not copied: every replay reads the start
+    def work():
+        nxt = step(token, pos)
+        out.index_copy_(1, pos, nxt[:, None])
+        pos.add_(1)
+        return nxt
+    return _warm_up_then_capture(work)
+
+
+def step_without_warm_up(step, token, pos, out):
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _one_step(step, token, pos, out)()
+    return graph
+
+
+def step_out_of_place(step, token, pos, out):  # index_copy without the underscore: out is never written
+    def work():
+        nxt = step(token, pos)
+        out.index_copy(1, pos, nxt[:, None])
+        token.copy_(nxt)
+        pos.add_(1)
+    return _warm_up_then_capture(work)
+
+
+def step_into_column_zero(step, token, pos, out):
+    def work():
+        nxt = step(token, pos)
+        out[:, 0] = nxt
+        token.copy_(nxt)
+        pos.add_(1)
+    return _warm_up_then_capture(work)
+
+
+def step_computed_before_capture(step, token, pos, out):  # the model runs once, eagerly; the graph only copies
+    nxt = step(token, pos)
+
+    def work():
+        out.index_copy_(1, pos, nxt[:, None])
+        token.copy_(nxt)
+        pos.add_(1)
+    return _warm_up_then_capture(work)
+
+
+def step_replayed_eagerly(step, token, pos, out):  # a "graph" whose replay is the eager step
+    work = _one_step(step, token, pos, out)
+
+    class EagerGraph(torch.cuda.CUDAGraph):
+        def replay(self):
+            work()
+
+    return EagerGraph()
+
+
+def step_graph_not_returned(step, token, pos, out):
+    capture_step(step, token, pos, out)
+
+
+def step_graph_and_out(step, token, pos, out):
+    return capture_step(step, token, pos, out), out
+
+
+STEP_ANSWERS = [
+    Answer("the course's capture", "right", capture_step),
+    Answer("three warm-ups, indexed writes", "right", capture_step_indexed),
+    Answer("warm-up on the default stream", "right", capture_step_default_stream),
+    Answer("pos never advanced", "classic", step_without_advance),
+    Answer("pos + 1 as a new tensor", "classic", step_with_rebound_pos),
+    Answer("the new token not fed back", "classic", step_without_feedback),
+    Answer("no warm-up", "method", step_without_warm_up),
+    Answer("index_copy without the underscore", "structure", step_out_of_place),
+    Answer("the model run once before capturing", "structure", step_computed_before_capture),
+    Answer("a replay that runs the step eagerly", "structure", step_replayed_eagerly),
+    Answer("column 0 typed in", "hard-coded", step_into_column_zero),
+    Answer("the graph not returned", "bad value", step_graph_not_returned),
+    Answer("(graph, out) returned", "bad value", step_graph_and_out),
+]
+
+
+@pytest.mark.gpu
+def test_lab07_exercise2_capture_step(monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    wrong = judge("lab 07, exercise 2: capture one decode step", ch07.check_capture_step, STEP_ANSWERS)
+    stuck, cold, eager, column = (ch07.check_capture_step(f) for f in (
+        step_without_advance, step_without_warm_up, step_replayed_eagerly, step_into_column_zero))
+    capsys.readouterr()
+    assert not wrong, "\n".join(wrong)
+    assert "pos.add_(1)" in stuck.hint
+    assert "column pos" in column.hint
+    assert "before capturing" in cold.hint
+    assert "never your Python" in eager.hint
+
+
+def capture_loop(step, token, pos, out, steps):
+    def work():
+        for _ in range(steps):
+            _one_step(step, token, pos, out)()
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        _one_step(step, token, pos, out)()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        work()
+    return graph
+
+
+def loop_functional(step, token, pos, out, steps):
+    """Right, written differently: token and position flow through new tensors inside the graph, the buffers
+    are only read; the whole loop warmed up once, as the statement allows."""
+    def work():
+        tok, p = token, pos
+        for _ in range(steps):
+            tok = step(tok, p)
+            out.index_copy_(1, p, tok[:, None])
+            p = p + 1
+    return _warm_up_then_capture(work)
+
+
+def loop_of_one_step(step, token, pos, out, steps):  # one step per replay: the loop is still on the host
+    return _warm_up_then_capture(_one_step(step, token, pos, out))
+
+
+def loop_without_feedback(step, token, pos, out, steps):  # every step decodes from the start token
+    def work():
+        for _ in range(steps):
+            nxt = step(token, pos)
+            out.index_copy_(1, pos, nxt[:, None])
+            pos.add_(1)
+    return _warm_up_then_capture(work)
+
+
+def loop_without_advance(step, token, pos, out, steps):
+    def work():
+        for _ in range(steps):
+            nxt = step(token, pos)
+            out.index_copy_(1, pos, nxt[:, None])
+            token.copy_(nxt)
+    return _warm_up_then_capture(work)
+
+
+def loop_replaying_a_step(step, token, pos, out, steps):  # one graph object, but the loop is on the host
+    single = _warm_up_then_capture(_one_step(step, token, pos, out))
+
+    class Loop(torch.cuda.CUDAGraph):
+        def replay(self):
+            for _ in range(steps):
+                single.replay()
+
+    return Loop()
+
+
+def loop_run_eagerly(step, token, pos, out, steps):  # a "graph" whose replay is the eager loop
+    work = _one_step(step, token, pos, out)
+
+    class EagerLoop(torch.cuda.CUDAGraph):
+        def replay(self):
+            for _ in range(steps):
+                work()
+
+    return EagerLoop()
+
+
+def loop_without_warm_up(step, token, pos, out, steps):
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(steps):
+            _one_step(step, token, pos, out)()
+    return graph
+
+
+def loop_one_short(step, token, pos, out, steps):
+    def work():
+        for _ in range(steps - 1):
+            _one_step(step, token, pos, out)()
+    return _warm_up_then_capture(work)
+
+
+def loop_out_of_place(step, token, pos, out, steps):
+    def work():
+        for _ in range(steps):
+            nxt = step(token, pos)
+            out.index_copy(1, pos, nxt[:, None])
+            token.copy_(nxt)
+            pos.add_(1)
+    return _warm_up_then_capture(work)
+
+
+def loop_of_thirty_two(step, token, pos, out, steps):  # exercise 2's 32 typed in: out's width, not `steps`
+    def work():
+        for _ in range(32):
+            _one_step(step, token, pos, out)()
+    return _warm_up_then_capture(work)
+
+
+def loop_graph_not_returned(step, token, pos, out, steps):
+    capture_loop(step, token, pos, out, steps)
+
+
+LOOP_ANSWERS = [
+    Answer("the course's capture", "right", capture_loop),
+    Answer("token and position as new tensors in the graph", "right", loop_functional),
+    Answer("a one-step graph", "classic", loop_of_one_step),
+    Answer("the new token not fed back", "classic", loop_without_feedback),
+    Answer("pos never advanced", "classic", loop_without_advance),
+    Answer("a one-step graph replayed in a host loop", "structure", loop_replaying_a_step),
+    Answer("a replay that runs the loop eagerly", "structure", loop_run_eagerly),
+    Answer("index_copy without the underscore", "structure", loop_out_of_place),
+    Answer("no warm-up", "method", loop_without_warm_up),
+    Answer("steps - 1 steps", "unit", loop_one_short),
+    Answer("32 steps typed in", "hard-coded", loop_of_thirty_two),
+    Answer("the graph not returned", "bad value", loop_graph_not_returned),
+]
+
+
+@pytest.mark.gpu
+def test_lab07_exercise3_capture_loop(monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    wrong = judge("lab 07, exercise 3: capture the whole decode loop", ch07.check_capture_loop, LOOP_ANSWERS)
+    host_loop, short = (ch07.check_capture_loop(f) for f in (loop_replaying_a_step, loop_of_one_step))
+    capsys.readouterr()
+    assert not wrong, "\n".join(wrong)
+    assert "graph replays" in host_loop.detail and "one torch.cuda.graph" in host_loop.hint
+    assert "one token only" in short.hint
+
+
+# ---- exercise 4: split the idle time ----------------------------------------------------------------------------
 
 
 def reference(kernels, window):

@@ -43,14 +43,14 @@ def _buffers(config: decoder.DecoderConfig, device: str = "cuda") -> tuple:
     return token, pos, out
 
 
-def _same_tokens(yours, expected, what: str) -> None:
+def _same_tokens(yours, expected, what: str, hint: str | None = None) -> None:
     import torch
 
     if tuple(yours.shape) != tuple(expected.shape) or not torch.equal(yours.cpu(), expected.cpu()):
         wrong = (yours.cpu() != expected.cpu()).nonzero().tolist() if yours.shape == expected.shape else []
         where = f"; first wrong [sequence, step]: {wrong[0]}" if wrong else ""
         raise CheckFailed(f"{what}: your tokens differ from eager decoding{where}. "
-                          f"yours {yours[0, :8].tolist()}..., eager {expected[0, :8].tolist()}...")
+                          f"yours {yours[0, :8].tolist()}..., eager {expected[0, :8].tolist()}...", hint=hint)
 
 
 def _graph(answer: object, what: str):
@@ -63,10 +63,18 @@ def _graph(answer: object, what: str):
 
 # ---- exercise 1: a static KV cache ---------------------------------------------------------------------------
 
+# The Python-level ways of reading a tensor's value on the host; .item() inside torch's own code shows as
+# aten._local_scalar_dense below them.
+_HOST_READS = frozenset({"item", "tolist", "numpy", "__array__", "__int__", "__index__", "__float__", "__bool__",
+                         "__format__", "__complex__"})
+
+
 @contextmanager
 def _host_reads() -> Iterator[list[str]]:
-    """Record every read of a tensor's value on the host (.item(), int(t), bool(t)) made inside the block."""
+    """Record every read of a tensor's value on the host made inside the block: .item(), int(t), t.tolist(),
+    t.numpy(), bool(t), and the reads torch's own code makes (a tensor given where a number is wanted)."""
     import torch
+    from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
     reads: list[str] = []
@@ -74,11 +82,22 @@ def _host_reads() -> Iterator[list[str]]:
     class Watch(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             if func is torch.ops.aten._local_scalar_dense.default:
-                reads.append(str(func))
+                reads.append(".item()")
             return func(*args, **(kwargs or {}))
 
-    with Watch():
+    class WatchPython(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = getattr(func, "__name__", "")
+            if name in _HOST_READS:
+                reads.append(f".{name}()")
+            return func(*args, **(kwargs or {}))
+
+    with Watch(), WatchPython():
         yield reads
+
+
+HOST_READ_HINT = ("pass pos to the write as a tensor (cache.index_copy_(2, pos, new)); .item(), int(pos), "
+                  "pos.tolist() read the position on the host, and a captured step would keep the one it saw")
 
 
 @exercise("Exercise 1: write the static KV cache",
@@ -91,23 +110,49 @@ def check_static_cache(write_kv: Callable) -> str:
     seed = random.randrange(1000)
     gen = torch.Generator().manual_seed(seed)
     batch, heads, slots, dim = 3, 4, 16, 8
-    for slot in (0, 7, slots - 1):
+    for slot in (0, random.randrange(1, slots - 1), slots - 1):
         cache = torch.randn(batch, heads, slots, dim, generator=gen)
         before, address = cache.clone(), cache.data_ptr()
         new = torch.randn(batch, heads, 1, dim, generator=gen)
+        pos = torch.tensor([slot])
+        new_before = new.clone()
         with _host_reads() as reads:
-            write_kv(cache, new, torch.tensor([slot]))
+            returned = write_kv(cache, new, pos)
         if reads:
-            raise CheckFailed(f"writing slot {slot} read a value back to the host ({len(reads)} time(s), e.g. "
-                              ".item() or int(pos)): a captured step cannot do that, it would bake in one position")
+            raise CheckFailed(f"writing slot {slot} read a value back to the host ({', '.join(sorted(set(reads)))}): "
+                              "a captured step cannot do that, it would bake in one position", hint=HOST_READ_HINT)
         if cache.data_ptr() != address or cache.shape != before.shape:
-            raise CheckFailed("the cache moved or changed shape: write into the cache tensor you are given")
+            raise CheckFailed("the cache moved or changed shape: write into the cache tensor you are given",
+                              hint="write in place into the storage you are given (index_copy_, or an indexed "
+                                   "assignment); never rebind cache.data or resize it")
+        if pos.tolist() != [slot] or not torch.equal(new, new_before):
+            raise CheckFailed(f"writing slot {slot} changed pos or new: write_kv must change the cache alone",
+                              hint="leave pos and new as they are: the decode loop advances pos once per step, and "
+                                   "every layer writes its keys and values at the same position")
         expected = before.clone()
         expected[:, :, slot] = new[:, :, 0]
-        if not torch.equal(cache, expected):
-            wrong = "other slots changed too" if torch.equal(cache[:, :, slot], new[:, :, 0]) else \
-                f"slot {slot} does not hold the new keys"
-            raise CheckFailed(f"after writing slot {slot}: {wrong}")
+        if torch.equal(cache, expected):
+            continue
+        if torch.equal(cache, before):
+            fresh = isinstance(returned, torch.Tensor) and returned.data_ptr() != address
+            raise CheckFailed(f"after writing slot {slot} the cache you were given is unchanged" +
+                              (" (you returned a new tensor)" if fresh else ""),
+                              hint="write in place into the cache you are given: a new tensor (torch.cat, "
+                                   "index_copy without the underscore, a clone) changes shape or address, and the "
+                                   "model keeps reading the old one")
+        changed = [j for j in range(slots) if not torch.equal(cache[:, :, j], before[:, :, j])]
+        if len(changed) == 1 and changed[0] != slot and torch.equal(cache[:, :, changed[0]], new[:, :, 0]):
+            raise CheckFailed(f"slot {changed[0]} holds the new keys, not slot {slot}",
+                              hint="write at slot pos itself: slots count from 0, and pos is the position of the "
+                                   "token this step decodes" if changed[0] == slot + 1 else
+                                   "write at the slot pos holds, whatever it is: the checker draws its positions")
+        if torch.allclose(cache[:, :, slot], before[:, :, slot] + new[:, :, 0]):
+            raise CheckFailed(f"slot {slot} holds what it held plus the new keys",
+                              hint="write the keys (index_copy_), do not add them (index_add_): a slot that held "
+                                   "anything, a cache reused for a new sequence, would keep it")
+        wrong = "other slots changed too" if torch.equal(cache[:, :, slot], new[:, :, 0]) else \
+            f"slot {slot} does not hold the new keys"
+        raise CheckFailed(f"after writing slot {slot}: {wrong}")
     small = decoder.TINY
     first = decoder.first_tokens(small, "cpu", seed=seed)
     yours = _eager_tokens(decoder.make_decoder(small, "cpu", write=write_kv), first, 24)
@@ -122,7 +167,8 @@ def check_static_cache(write_kv: Callable) -> str:
         graph = _capture_reference(lambda: _decode_step(decoder.greedy_step(model), token, pos, out), token, pos,
                                    first)
     except RuntimeError as exc:
-        raise CheckFailed(f"capturing a decode step that uses your write_kv failed: {str(exc).splitlines()[0]}") from None
+        raise CheckFailed(f"capturing a decode step that uses your write_kv failed: {str(exc).splitlines()[0]}",
+                          hint=HOST_READ_HINT) from None
     _replay_steps(graph, token, pos, first, STEPS)
     _same_tokens(out, _eager_tokens(model, first), f"{STEPS} replays of a captured step using your cache")
     return detail + f"; captured in a step on the GPU, {STEPS} replays equal eager"
@@ -152,6 +198,56 @@ def _replay_steps(graph, token, pos, first, steps: int) -> None:
     torch.cuda.synchronize()
 
 
+# ---- exercises 2 and 3: the step a learner captures, watched --------------------------------------------------
+
+NO_WARM_UP_HINT = ("run the step once before capturing (on a side stream: side.wait_stream(current), then back): "
+                   "a model's first call initialises lazily (library handles, workspaces, tuning), which a "
+                   "capture cannot record")
+EAGER_HINT = ("return the torch.cuda.CUDAGraph itself and let its replay do the work: a replay runs the captured "
+              "kernels, never your Python")
+
+
+class _WatchedStep:
+    """The decode step handed to a learner: counts its Python calls, and refuses a first call inside a capture,
+    as a real model's first call would (it initialises lazily: library handles, workspaces, autotuning)."""
+
+    def __init__(self, step: Callable):
+        self.step, self.calls = step, 0
+
+    def __call__(self, token, pos):
+        import torch
+
+        if self.calls == 0 and torch.cuda.is_current_stream_capturing():
+            raise CheckFailed("the step's first call came inside the capture: nothing warmed it up",
+                              hint=NO_WARM_UP_HINT)
+        self.calls += 1
+        return self.step(token, pos)
+
+
+def _no_eager_steps(step: _WatchedStep, before: int, what: str) -> None:
+    if step.calls != before:
+        raise CheckFailed(f"{what} called the step in Python {step.calls - before} time(s): the work ran eagerly, "
+                          "not from the graph", hint=EAGER_HINT)
+
+
+def _diagnosis(out, pos, whole_loop: bool) -> str | None:
+    """The hint for the likeliest slip when a captured decode's tokens are wrong (out as the replays left it)."""
+    written = out != -1
+    if int(written.all(dim=0).sum()) == 1 and int(written.any(dim=0).sum()) == 1:  # one column, every sequence
+        if int(pos.item()) == 0:
+            return ("every step wrote the same column: advance pos in place inside the graph (pos.add_(1)); "
+                    "`pos = pos + 1` binds a new tensor and leaves the buffer the next replay reads as it was")
+        if whole_loop:
+            return "a replay decoded one token only: run the step `steps` times inside one torch.cuda.graph block"
+        return ("every replay wrote the same column of out: write at column pos, the position tensor "
+                "(out.index_copy_(1, pos, nxt[:, None])), not at a column fixed when you captured")
+    if not bool(written.all()):
+        return ("some columns of out were never written: store each step's token in the out you were given, in "
+                "place, at column pos (out.index_copy_(1, pos, nxt[:, None])); a new tensor bound to the name "
+                "out never reaches the checker's buffer")
+    return None
+
+
 # ---- exercise 2: capture one decode step ---------------------------------------------------------------------
 
 def _median_s(run: Callable[[], object], rounds: int = 5) -> float:
@@ -171,40 +267,59 @@ def _median_s(run: Callable[[], object], rounds: int = 5) -> float:
           "warm up on a side stream, then inside torch.cuda.graph call step(token, pos) and write its result "
           "into out at pos, into token, and advance pos: all in place, so each replay decodes the next token")
 def check_capture_step(capture_step: Callable) -> str:
-    """32 replays from two start tokens equal eager decoding; a replayed step is at least 2x faster than eager."""
+    """32 replays from two start tokens equal eager decoding, one graph replay per token and no step run in
+    Python; a replayed step is at least 2x faster than eager."""
     require_cuda("capturing a decode step")
     model = decoder.make_decoder(LAB_CONFIG, "cuda", seed=random.randrange(1000))
-    step = decoder.greedy_step(model)
+    step = _WatchedStep(decoder.greedy_step(model))
     token, pos, out = _buffers(LAB_CONFIG)
     graph = _graph(capture_step(step, token, pos, out), "capture_step")
     for seed in (random.randrange(1000), random.randrange(1000, 2000)):
         first = decoder.first_tokens(LAB_CONFIG, "cuda", seed=seed)
         out.fill_(-1)
+        calls = step.calls
         with counting_graph_calls() as counts:
             _replay_steps(graph, token, pos, first, STEPS)
-        _same_tokens(out, _eager_tokens(model, first), f"{STEPS} replays from start tokens {first.tolist()}")
-    eager = _median_s(lambda: decoder.decode(step, first, STEPS))
+        _no_eager_steps(step, calls, f"{STEPS} replays of your graph")
+        if counts["replays"] != STEPS:
+            raise CheckFailed(f"{STEPS} calls of graph.replay() made {counts['replays']} graph replays: one replay "
+                              "should be one step", hint=EAGER_HINT)
+        _same_tokens(out, _eager_tokens(model, first), f"{STEPS} replays from start tokens {first.tolist()}",
+                     hint=_diagnosis(out, pos, whole_loop=False))
+    eager = _median_s(lambda: decoder.decode(step.step, first, STEPS))
     replayed = _median_s(lambda: _replay_steps(graph, token, pos, first, STEPS))
     if eager < MIN_STEP_SPEEDUP * replayed:
         raise CheckFailed(f"{STEPS} replays take {replayed * 1e3:.2f} ms against eager {eager * 1e3:.2f} ms "
                           f"({eager / replayed:.1f}x); expected at least {MIN_STEP_SPEEDUP:g}x: is the whole step "
                           "inside the graph?")
-    return (f"2 sequences of {STEPS} tokens equal eager, {counts['replays']} replays each; a replayed step "
-            f"{replayed / STEPS * 1e6:.0f} us against eager {eager / STEPS * 1e6:.0f} us ({eager / replayed:.1f}x)")
+    return (f"2 sequences of {STEPS} tokens equal eager, {counts['replays']} replays each and no step run in "
+            f"Python; a replayed step {replayed / STEPS * 1e6:.0f} us against eager {eager / STEPS * 1e6:.0f} us "
+            f"({eager / replayed:.1f}x)")
 
 
 # ---- exercise 3: capture the whole loop ----------------------------------------------------------------------
+
+LOOP_STEPS = (20, 24, 28)  # exercise 3 draws its steps here: fewer than out's 32 columns, so `steps` must be used
+
 
 @exercise("Exercise 3: capture the whole decode loop",
           "inside one torch.cuda.graph, run the step of exercise 2 `steps` times; the position and token advance "
           "on the device, so one replay decodes the whole sequence")
 def check_capture_loop(capture_loop: Callable) -> str:
-    """One replay (one cudaGraphLaunch) per sequence decodes the same tokens as eager, for two start tokens."""
+    """One replay (one cudaGraphLaunch, no step run in Python) per sequence decodes the same `steps` tokens as
+    eager, for two start tokens; `steps` is drawn per call, and the columns of out after it stay unwritten."""
     require_cuda("capturing a decode loop")
+    import torch
+
+    steps = random.choice(LOOP_STEPS)
     model = decoder.make_decoder(LAB_CONFIG, "cuda", seed=random.randrange(1000))
+    step = _WatchedStep(decoder.greedy_step(model))
     token, pos, out = _buffers(LAB_CONFIG)
-    graph = _graph(capture_loop(decoder.greedy_step(model), token, pos, out, STEPS), "capture_loop")
-    for seed in (random.randrange(1000), random.randrange(1000, 2000)):
+    graph = _graph(capture_loop(step, token, pos, out, steps), "capture_loop")
+    captured_steps = step.calls
+    one_graph = ("capture all `steps` steps inside one torch.cuda.graph block; replaying a one-step graph in a "
+                 "Python loop is exercise 2 again")
+    for profiled, seed in enumerate((random.randrange(1000), random.randrange(1000, 2000))):
         first = decoder.first_tokens(LAB_CONFIG, "cuda", seed=seed)
         out.fill_(-1)
 
@@ -212,16 +327,32 @@ def check_capture_loop(capture_loop: Callable) -> str:
             token.copy_(first)
             pos.zero_()
             graph.replay()
+            torch.cuda.synchronize()
 
-        with counting_graph_calls() as counts:
+        calls = step.calls
+        if profiled:
             events = trace.record(one_sequence)
-        launches = trace.count(events, trace.LAUNCH_CATEGORIES, "cudaGraphLaunch")
-        if launches != 1:
-            raise CheckFailed(f"one sequence took {launches} graph launches; the whole loop should be one graph")
-        _same_tokens(out, _eager_tokens(model, first), f"one replay from start tokens {first.tolist()}")
+            launches = trace.count(events, trace.LAUNCH_CATEGORIES, "cudaGraphLaunch")
+            if launches != 1:
+                raise CheckFailed(f"one sequence took {launches} graph launches; the whole loop should be one graph",
+                                  hint=one_graph)
+        else:
+            with counting_graph_calls() as counts:
+                one_sequence()
+            if counts["replays"] != 1:
+                raise CheckFailed(f"one call of graph.replay() made {counts['replays']} graph replays; the whole "
+                                  "loop should be one graph", hint=one_graph)
+        _no_eager_steps(step, calls, "a replay of your graph")
+        if bool((out[:, steps:] != -1).any()):
+            raise CheckFailed(f"a replay wrote tokens past column {steps - 1}: with steps={steps} it should decode "
+                              f"{steps} tokens", hint="loop `steps` times, the number you are given; out has room "
+                              "for more tokens than the checker asks for")
+        _same_tokens(out[:, :steps], _eager_tokens(model, first, steps),
+                     f"one replay of {steps} steps from start tokens {first.tolist()}",
+                     hint=_diagnosis(out[:, :steps], pos, whole_loop=True))
     kernels = trace.count(events, {"kernel"})
-    return (f"2 sequences of {STEPS} tokens equal eager; each one graph launch ({counts['replays']} profiled "
-            f"replays in all) running {kernels} kernels")
+    return (f"2 sequences of {steps} tokens equal eager, each one graph replay (one launch, {kernels} kernels) with "
+            f"no step run in Python; {captured_steps} step calls while capturing")
 
 
 # ---- exercise 4: host wait or GPU gap ------------------------------------------------------------------------
