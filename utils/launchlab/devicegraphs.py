@@ -8,8 +8,11 @@ process: launchlab.child.
 
 from __future__ import annotations
 
+import re
 import time
+from dataclasses import dataclass
 
+from . import graphs
 from .env import CellSkipped, skip_cell
 
 # The driver version (cuDriverGetVersion: 1000 * major + 10 * minor) each feature first shipped in.
@@ -120,3 +123,118 @@ def wait(stream, timeout_s: float = 30.0, what: str = "the GPU work") -> float:
     if int(err) != 0:
         raise RuntimeError(f"{what} failed on the GPU with {err.name}")
     return time.perf_counter() - start
+
+
+# ---- conditional nodes read back ---------------------------------------------------------------------------
+
+DOT_CONDITIONAL_PARAMS = 1 << 15  # CU_GRAPH_DEBUG_DOT_FLAGS_CONDITIONAL_NODE_PARAMS: bodies and types in the dump
+
+
+@dataclass(frozen=True)
+class Conditional:
+    """A conditional node as the driver's DOT dump shows it: its type and, per branch, the body's nodes."""
+
+    kind: str  # "WHILE", "IF" or "SWITCH"
+    bodies: tuple[tuple[tuple[str, str], ...], ...]  # per branch: (kind, name) of each node of its body graph
+
+    def body_summary(self, branch: int = 0) -> str:
+        """'1 kernel node (halve_all)' or '2 nodes: kernel halve_all, kernel halve_all'."""
+        nodes = self.bodies[branch] if branch < len(self.bodies) else ()
+        if not nodes:
+            return "no nodes"
+        names = ", ".join(f"{kind.lower()} {name}" if kind == "KERNEL" else kind.lower() for kind, name in nodes)
+        return f"{len(nodes)} node{'s' if len(nodes) > 1 else ''} ({names})"
+
+
+_DOT_NODE_STATEMENT = re.compile(r'"(?P<id>[^"]+)"\[(?P<attrs>(?:[^\]"]|"(?:[^"\\]|\\.)*")*)\]', re.S)
+_DOT_LABEL = re.compile(r'label="((?:[^"\\]|\\.)*)"', re.S)
+_DOT_BODY = re.compile(r"\|\s*(graph_\w+)\s*\}")
+
+
+def _dot_clusters(text: str) -> dict[str, str]:
+    """Each `subgraph cluster_* { label="graph_N" ... }` of a DOT dump: graph name to its text (braces inside
+    quoted labels skipped; a nested cluster stays in its parent's text, told apart later by node ids)."""
+    clusters, i = {}, 0
+    while (start := text.find("subgraph cluster_", i)) != -1:
+        first = text.find("{", start)
+        if first == -1:
+            break
+        depth, quoted, j = 0, False, first
+        while j < len(text):
+            c = text[j]
+            if quoted:
+                if c == "\\":
+                    j += 1
+                elif c == '"':
+                    quoted = False
+            elif c == '"':
+                quoted = True
+            elif c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        body = text[first + 1:j]
+        name = re.match(r'\s*label="([^"]+)"', body)
+        if name:
+            clusters[name.group(1)] = body
+        i = first + 1
+    return clusters
+
+
+def conditionals_from_dot(text: str) -> list[Conditional] | None:
+    """The conditional nodes of a graph's top level, read from a DOT dump written with DOT_CONDITIONAL_PARAMS;
+    None when the dump does not show them (a driver that writes another format): then judge by behaviour."""
+    clusters = _dot_clusters(text)
+    if not clusters:
+        return None
+    nodes: dict[str, list[tuple[str, str, str]]] = {}  # graph -> (kind, name, label) of each of its own nodes
+    for graph, body in clusters.items():
+        found = []
+        for node in _DOT_NODE_STATEMENT.finditer(body):
+            if not node["id"].startswith(f"{graph}_node_"):
+                continue  # a node of a nested cluster
+            label_match = _DOT_LABEL.search(node["attrs"])
+            label = (label_match.group(1) if label_match else "").replace("\\n", "\n")
+            lines = [line.strip() for line in label.split("\n") if line.strip()]
+            if 'shape="octagon"' in node["attrs"]:
+                found.append(("KERNEL", graphs.short_kernel_name(lines[1]) if len(lines) > 1 else "kernel", label))
+            else:
+                words = re.findall(r"[A-Z_]{3,}", label)
+                kind = words[0] if words else "UNKNOWN"
+                found.append((kind, kind.lower(), label))
+        nodes[graph] = found
+    referenced = {body for found in nodes.values() for _, _, label in found for body in _DOT_BODY.findall(label)}
+    tops = [g for g in clusters if g not in referenced]
+    if len(tops) != 1:
+        return None
+    result = []
+    for kind, _, label in nodes[tops[0]]:
+        if kind != "CONDITIONAL":
+            continue
+        ctype = re.search(r"Conditional Type\s*\|\s*(\w+)", label)
+        bodies = _DOT_BODY.findall(label)
+        if not ctype or not bodies or any(b not in nodes for b in bodies):
+            return None
+        result.append(Conditional(ctype.group(1).upper(), tuple(tuple((k, n) for k, n, _ in nodes[b]) for b in bodies)))
+    return result
+
+
+def conditionals(graph) -> list[Conditional] | None:
+    """The conditional nodes at the top level of a graph (a cuda.core GraphBuilder after end_building(), or
+    anything graphs.graph_handle reads), each with its type and body; None where the driver's dump hides them."""
+    import os
+    import tempfile
+
+    from cuda.bindings import driver
+
+    handle = driver.CUgraph(graphs.graph_handle(graph))
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "graph.dot")
+        result = driver.cuGraphDebugDotPrint(handle, path.encode(), DOT_CONDITIONAL_PARAMS)
+        if int(result[0] if isinstance(result, tuple) else result) != 0 or not os.path.exists(path):
+            return None
+        with open(path) as dump:
+            return conditionals_from_dot(dump.read())
