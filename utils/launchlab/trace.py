@@ -191,6 +191,66 @@ def idle_split(events: Sequence[dict], annotation: str) -> IdleSplit:
     return attribute_idle([(returned.get(i.correlation, float("-inf")), i.start_us, i.end_us) for i in gpu], window)
 
 
+@dataclass(frozen=True)
+class LaunchSplit:
+    """A window's GPU time by launch call: busy; idle before a call's first kernel, split where the call returned
+    (host wait before, queued after); idle between kernels of one call (a graph replay's own gaps)."""
+
+    window_us: tuple[float, float]
+    kernel_count: int
+    launch_count: int
+    busy_us: float
+    host_wait_us: float
+    queued_gap_us: float
+    replay_gap_us: float
+
+    @property
+    def idle_us(self) -> float:
+        """All idle time in the window."""
+        return self.host_wait_us + self.queued_gap_us + self.replay_gap_us
+
+
+def split_by_launch(kernels: Iterable[tuple[object, float, float, float]], window: tuple[float, float]) -> LaunchSplit:
+    """Split a window given each kernel's (launch call id or None, call returned, start, end) in microseconds.
+
+    The launch-return rule of `attribute_idle` holds only for a call's first kernel: a graph replay's kernels all
+    share one cudaGraphLaunch, which hands the GPU the whole graph at once, so the idle between kernels of one
+    call is the GPU's own gap inside the replay, whenever the call returned. After the last kernel the GPU waits
+    for the host. Overlapping kernels count once, as busy.
+    """
+    lo, hi = window
+    busy = host = queued = replay = 0.0
+    cursor, count, started = lo, 0, set()
+    for call, launched, start, end in sorted(kernels, key=lambda k: (k[2], k[3])):
+        start, end = max(start, lo), min(end, hi)
+        if end <= start:
+            continue
+        count += 1
+        if start > cursor:
+            if call is not None and call in started:
+                replay += start - cursor
+            else:
+                waiting = min(max(launched - cursor, 0.0), start - cursor)
+                host += waiting
+                queued += start - cursor - waiting
+        if call is not None:
+            started.add(call)
+        if end > cursor:
+            busy += end - max(start, cursor)
+            cursor = end
+    host += max(hi - cursor, 0.0)
+    return LaunchSplit(window, count, len(started), busy, host, queued, replay)
+
+
+def launch_split(events: Sequence[dict], annotation: str) -> LaunchSplit:
+    """split_by_launch over the GPU work of a record_function range, each kernel matched to its launch call."""
+    returned = {i.correlation: i.end_us for i in intervals(events, LAUNCH_CATEGORIES) if i.correlation is not None}
+    gpu, window = work_of_range(events, annotation)
+    # A kernel whose launch is not in the trace was queued before the range began: its idle time is the GPU's.
+    return split_by_launch([(i.correlation if i.correlation in returned else None,
+                             returned.get(i.correlation, float("-inf")), i.start_us, i.end_us) for i in gpu], window)
+
+
 def timeline_rows(events: Sequence[dict], window: tuple[float, float]) -> dict[str, list[Interval]]:
     """The rows a timeline draws: top-level CPU ops, CUDA runtime calls and GPU work, inside the window."""
     lo, hi = window
