@@ -72,8 +72,11 @@ def _diamond_diagnosis(shape: graphs.Topology) -> str | None:
         return ("the graph should hold exactly the four kernels a, b, c and out: compute each once inside the capture, "
                 "out = b + c included")
     if shape.is_chain():
-        return ("everything ran on one stream, so the kernels form a chain: compute c = a * 3 under "
-                "torch.cuda.stream(side), after side.wait_stream(torch.cuda.current_stream())")
+        # A side stream forked before a = x + 1 has given a chain as well as a second root under PyTorch's
+        # capture, so this hint names that fix too.
+        return ("the kernels form a chain, as if everything ran on one stream: compute c = a * 3 under "
+                "torch.cuda.stream(side), forked with side.wait_stream(torch.cuda.current_stream()) after a = x + 1, "
+                "not before")
     if ins.count(0) > 1:
         return ("a kernel depends on nothing: fork the side stream (side.wait_stream(current)) after a = x + 1, not "
                 "before, so c waits for a")
