@@ -123,3 +123,16 @@ def test_merge_into_report_keeps_earlier_entries_and_units(tmp_path):
     again = results.merge_into_report(path, {"notebooks/00.ipynb": {"seconds": 3.0}, "notebooks/01.ipynb": {}},
                                       {"metrics": {"c_us": 3.0}, "units": {"c_us": "us"}})
     assert again["metrics"] == {"c_us": 3.0} and again["claims"] == {}, "a full re-run replaces the report"
+
+
+def test_rerunning_one_notebook_drops_its_renamed_claims_and_metrics(tmp_path):
+    path = tmp_path / "r.json"
+    results.merge_into_report(path, {"notebooks/00.ipynb": {"claims": ["old name"], "metrics": ["old_us"]},
+                                     "notebooks/01.ipynb": {"claims": ["kept"], "metrics": ["kept_us"]}},
+                              {"metrics": {"old_us": 1.0, "kept_us": 2.0}, "units": {"old_us": "us", "kept_us": "us"},
+                               "claims": {"old name": {"held": False}, "kept": {"held": True}}})
+    report = results.merge_into_report(path, {"notebooks/00.ipynb": {"claims": ["new name"], "metrics": ["new_us"]}},
+                                       {"metrics": {"new_us": 3.0}, "units": {"new_us": "us"},
+                                        "claims": {"new name": {"held": True}}})
+    assert report["claims"] == {"kept": {"held": True}, "new name": {"held": True}}
+    assert report["metrics"] == {"kept_us": 2.0, "new_us": 3.0} and set(report["units"]) == {"kept_us", "new_us"}

@@ -32,6 +32,7 @@ from .env import environment, gpu_count, gpu_slug, repo_root
 from .notebooks import code_sources, course_notebooks, needs_gpus, runs_gpu_cells, source_sha256
 
 SOLUTION_TRIALS = 5
+OWNED = ("claims", "metrics")  # what each notebook's report entry lists as its own
 _VERDICT = re.compile(rf"^({PASS_MARK}|{FAIL_MARK}) \[(Exercise[^\]]*)\]", re.MULTILINE)
 
 
@@ -125,17 +126,25 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as results_dir:
         env_vars = {"LAUNCHLAB_STRICT": "1", "LAUNCHLAB_RESULTS_DIR": results_dir, "LAUNCHLAB_ROOT": str(root),
                     "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
-        entries = {}
-        for path in paths:
+        entries, run = {}, {}
+        for index, path in enumerate(paths):
             rel = path.relative_to(root).as_posix()
             print(f"running {rel} ({len(code_sources(nbformat.read(path, as_version=4)))} code cells)", flush=True)
             # A solution's checkers judge it SOLUTION_TRIALS times: a right answer must pass every run, not most.
             trials = SOLUTION_TRIALS if rel.startswith("solutions/") else 1
-            entries[rel] = execute_in_place(path, {**env_vars, "LAUNCHLAB_CHECK_TRIALS": str(trials)})
+            # Each notebook writes its own run file, so the report knows which claims and metrics are whose.
+            own_dir = Path(results_dir) / f"{index:03d}"
+            own_dir.mkdir()
+            entries[rel] = execute_in_place(path, {**env_vars, "LAUNCHLAB_CHECK_TRIALS": str(trials),
+                                                   "LAUNCHLAB_RESULTS_DIR": str(own_dir)})
             if trials > 1:
                 entries[rel]["check_trials"] = trials
             print(f"  {entries[rel]}", flush=True)
-        run = collect_run(Path(results_dir), root / "runs" / "reference")
+            own = collect_run(own_dir, root / "runs" / "reference")
+            for key in OWNED:
+                entries[rel][key] = sorted(own.get(key, {}))
+                run.setdefault(key, {}).update(own.get(key, {}))
+            run.setdefault("units", {}).update(own.get("units", {}))
     report_path = write_report(root, paths, entries, run)
     labs.generate(root)
     syllabus.generate(root)  # the start page shows each chapter's run time from the report

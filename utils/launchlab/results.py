@@ -111,6 +111,12 @@ def merge_into_report(report_path: Path, notebooks: Mapping[str, dict], run: Map
     report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.exists() else {}
     if set(notebooks) >= set(report.get("notebooks", {})):  # every notebook re-run: nothing old is kept
         report = {}
+    # A re-run notebook's old claims and metrics go (its entry lists them), so a renamed one does not linger.
+    for rel in notebooks:
+        old = report.get("notebooks", {}).get(rel, {})
+        for key, owned in (("claims", "claims"), ("metrics", "metrics"), ("units", "metrics")):
+            for name in old.get(owned, []):
+                report.get(key, {}).pop(name, None)
     merged = {**report.get("notebooks", {}), **notebooks}
     report = {
         "gpu": env.gpu_name, "driver": env.driver, "cuda_runtime": env.cuda_runtime,
