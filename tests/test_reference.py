@@ -56,7 +56,10 @@ def test_committed_reports_are_well_formed(root):
         assert report["gpu"] and report["notebooks"], path.name
         for path_in_report, entry in report["notebooks"].items():
             assert {"source_sha256", "cells", "failed", "skipped", "seconds"} <= set(entry) <= {
-                "source_sha256", "cells", "failed", "skipped", "seconds", "verdicts"}, path_in_report
+                "source_sha256", "cells", "failed", "skipped", "seconds", "verdicts", "check_trials", "claims",
+                "metrics"}, path_in_report
+            for key in ("claims", "metrics"):  # what a notebook says it wrote is in the report
+                assert set(entry.get(key, [])) <= set(report[key]), (path_in_report, key)
         for name, value in report["claims"].items():
             assert isinstance(value, bool) or (isinstance(value, dict) and isinstance(value.get("held"), bool)), name
         assert set(report.get("units", {})) <= set(report["metrics"])
