@@ -213,6 +213,23 @@ def topology(graph) -> Topology:
     return Topology(tuple(kinds), tuple(sorted(edges)), tuple(names))
 
 
+def edge_types(graph) -> list[tuple[int, int, str]]:
+    """Each edge of a captured graph as (from, to, "default" or "programmatic"), node indices as topology() has them."""
+    driver = _driver()
+    g = driver.CUgraph(graph_handle(graph))
+    count = _ok(driver.cuGraphGetNodes(g, 0), "cuGraphGetNodes")[1]
+    nodes = _ok(driver.cuGraphGetNodes(g, count), "cuGraphGetNodes")[0] if count else []
+    index = {int(node): i for i, node in enumerate(nodes)}
+    edge_count = _ok(driver.cuGraphGetEdges(g, 0), "cuGraphGetEdges")[-1]
+    if not edge_count:
+        return []
+    found = _ok(driver.cuGraphGetEdges(g, edge_count), "cuGraphGetEdges")
+    programmatic = driver.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+    # A programmatic edge (PDL) lets its destination start before its source has finished.
+    return sorted((index[int(a)], index[int(b)], "programmatic" if data.type == programmatic else "default")
+                  for a, b, data in zip(found[0], found[1], found[2], strict=True))
+
+
 def stream_handle(stream) -> int:
     """The cudaStream_t address of a torch, CuPy or cuda.core stream (or an int)."""
     if isinstance(stream, int):

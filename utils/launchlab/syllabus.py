@@ -56,6 +56,9 @@ CHAPTERS = [
             "against the GPU-busy limit", "one CUDA GPU"),
     Chapter("08", "Graphs across GPUs", "collectives in compiled regions and CUDA graphs; symmetric ranks",
             "two CUDA GPUs (the gloo parts run on a CPU)"),
+    Chapter("09", "Past graphs: PDL and persistent kernels", "the gap a graph leaves between dependent kernels; "
+            "programmatic dependent launch from cuda.core, Triton and Inductor; a persistent kernel; the ladder to "
+            "one fused kernel", "one CUDA GPU of compute capability 9.0 or newer (Hopper); cuda.core 1.2, Triton"),
 ]
 
 
