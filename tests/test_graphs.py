@@ -58,6 +58,35 @@ def test_stream_handle_accepts_each_library_shape():
         graphs.graph_handle(ExecutableLike())
 
 
+def test_edge_types_names_programmatic_edges_in_topologys_node_order(monkeypatch):
+    class EdgeData:
+        def __init__(self, kind: int):
+            self.type, self.from_port, self.to_port = kind, kind, 0
+
+    class Driver:  # what cuda.bindings answers for a three-node chain whose second edge is programmatic
+        class CUgraphDependencyType:
+            CU_GRAPH_DEPENDENCY_TYPE_DEFAULT, CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC = 0, 1
+
+        nodes, edges = [30, 10, 20], ([30, 10], [10, 20], [EdgeData(0), EdgeData(1)])
+
+        @staticmethod
+        def CUgraph(handle):
+            return handle
+
+        @classmethod
+        def cuGraphGetNodes(cls, graph, count):
+            return 0, cls.nodes[:count], len(cls.nodes)
+
+        @classmethod
+        def cuGraphGetEdges(cls, graph, count):
+            return (0, *(part[:count] for part in cls.edges), len(cls.edges[0]))
+
+    monkeypatch.setattr(graphs, "_driver", lambda: Driver)
+    assert graphs.edge_types(1234) == [(0, 1, "default"), (1, 2, "programmatic")]
+    Driver.edges = ([], [], [])
+    assert graphs.edge_types(1234) == []
+
+
 def test_first_error_line_names_the_cause():
     try:
         try:

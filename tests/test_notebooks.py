@@ -74,7 +74,7 @@ def compile_for_hopper(source: str) -> None:
     from cuda.core import Program, ProgramOptions
 
     from launchlab import devicegraphs
-    from launchlab.checkers import ch06
+    from launchlab.checkers import ch06, ch09
 
     options = {}
     if any(call in source for call in DEVICE_RUNTIME_CALLS):
@@ -82,6 +82,11 @@ def compile_for_hopper(source: str) -> None:
         options = {"relocatable_device_code": True, "include_path": [devicegraphs.CUDA_INCLUDE]}
     if "bisect_step(" in source and "void bisect_step" not in source:
         source = ch06.BISECTION_PRELUDE + source  # lab 06's exercise 3 is compiled after the checker's prelude
+    if "pdl_wait()" in source and "void pdl_wait" not in source:
+        source = ch09.PDL_PRELUDE + source  # lab 09's exercise 1 is compiled after the checker's prelude
+    if "grid_barrier(count, generation)" in source and "void grid_barrier" not in source:
+        # lab 09's persistent kernel is compiled after the learner's barrier: a stand-in that compiles
+        source = "__device__ void grid_barrier(unsigned int* count, volatile unsigned int* generation) {}\n" + source
     Program(source, "c++", ProgramOptions(arch="sm_90", std="c++17", **options)).compile("cubin")
 
 

@@ -1,0 +1,593 @@
+"""Lab 09's mutation suite: plausible answers a learner writes, each judged by its checker.
+
+Exercises 1 and 2 need a GPU of compute capability 9.0, exercise 3 a CUDA GPU; exercise 4 runs here entirely.
+What else runs on a CPU runs here too: every CUDA answer compiled for sm_90 (so a wrong one fails for what it
+does, not for a typo), the draws the checkers make, and the verdicts (and their hints) the checkers give on what
+their child process reports or what the driver says of a graph.
+"""
+
+import json
+import random
+import statistics
+
+import numpy as np
+import pytest
+
+from launchlab import child, graphs
+from launchlab.checkers import ch09
+from mutants import Answer, judge
+
+
+def compiles_for_hopper(source: str) -> None:
+    from cuda.core import Program, ProgramOptions
+
+    Program(source, "c++", ProgramOptions(arch="sm_90")).compile("cubin")
+
+
+def _reported(monkeypatch, **values):
+    """Make the checkers' child process report `values`, and let them run without a GPU."""
+    ran = child.ChildRun(0, 1.0, False, ["RESULT " + json.dumps(values)])
+    monkeypatch.setattr(child, "run_python", lambda script, **kwargs: ran)
+    monkeypatch.setattr(ch09, "require_cuda", lambda what: None)
+    monkeypatch.setattr(ch09, "_require_pdl", lambda: None)
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+
+
+# ---- exercise 1: the wait and the trigger in a producer/consumer pair --------------------------------------
+
+PRODUCER = 'extern "C" __global__ void producer(const float* source, float* x, int n, unsigned long long* stamps) {\n'
+CONSUMER = 'extern "C" __global__ void consumer(const float* x, float* y, int n, unsigned long long* stamps) {\n'
+TRIGGER_FIRST = "pdl_trigger();\nlaunchlab_produce(source, x, n, stamps);"
+NO_TRIGGER = "launchlab_produce(source, x, n, stamps);"
+STRIDE = "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)"
+RIGHT_CONSUMER = f"launchlab_prologue(stamps);\npdl_wait();\n{STRIDE}\n    y[i] = 2.0f * x[i] + 1.0f;"
+
+
+def pair(producer_body: str, consumer_body: str):
+    return lambda: PRODUCER + producer_body + "\n}\n" + CONSUMER + consumer_body + "\n}\n"
+
+
+PAIR_ANSWERS = [
+    Answer("trigger first; prologue, wait, grid-stride loop (the solution)", "right", pair(TRIGGER_FIRST, RIGHT_CONSUMER)),
+    Answer("one element a thread, x + x + 1", "right", pair("""
+    int first = blockIdx.x * blockDim.x;   // nothing here depends on the consumer
+    (void)first;
+    pdl_trigger();
+    launchlab_produce(source, x, n, stamps);""", """
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    launchlab_prologue(stamps);
+    pdl_wait();
+    if (i < n) y[i] = x[i] + x[i] + 1.0f;""")),
+    Answer("the consumer never waits", "classic", pair(TRIGGER_FIRST, f"""
+    launchlab_prologue(stamps);
+    {STRIDE}
+        y[i] = 2.0f * x[i] + 1.0f;""")),
+    Answer("the producer triggers once x is written", "classic", pair("""
+    launchlab_produce(source, x, n, stamps);
+    pdl_trigger();   // x is ready: let the consumer go""", RIGHT_CONSUMER)),
+    Answer("x loaded before the wait, to hide its latency", "method", pair(TRIGGER_FIRST, """
+    launchlab_prologue(stamps);
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.0f;
+    pdl_wait();
+    if (i < n) y[i] = 2.0f * v + 1.0f;""")),
+    Answer("the consumer waits before its prologue", "method", pair(TRIGGER_FIRST, f"""
+    pdl_wait();
+    launchlab_prologue(stamps);
+    {STRIDE}
+        y[i] = 2.0f * x[i] + 1.0f;""")),
+    Answer("only thread 0 of each block waits", "structure", pair(TRIGGER_FIRST, """
+    launchlab_prologue(stamps);
+    if (threadIdx.x == 0) pdl_wait();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i] + 1.0f;""")),
+    Answer("no trigger anywhere", "structure", pair(NO_TRIGGER, RIGHT_CONSUMER)),
+    Answer("the trigger in the consumer instead of the producer", "structure", pair(NO_TRIGGER, f"""
+    pdl_trigger();
+    {RIGHT_CONSUMER}""")),
+    Answer("no bound on i", "classic", pair(TRIGGER_FIRST, """
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    launchlab_prologue(stamps);
+    pdl_wait();
+    y[i] = 2.0f * x[i] + 1.0f;""")),
+    Answer("blocks of 256 typed in", "unit", pair(TRIGGER_FIRST, """
+    int i = blockIdx.x * 256 + threadIdx.x;
+    launchlab_prologue(stamps);
+    pdl_wait();
+    if (i < n) y[i] = 2.0f * x[i] + 1.0f;""")),
+    Answer("n typed in as 1000", "hard-coded", pair(TRIGGER_FIRST, """
+    launchlab_prologue(stamps);
+    pdl_wait();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < 1000; i += gridDim.x * blockDim.x)
+        y[i] = 2.0f * x[i] + 1.0f;""")),
+    Answer("y = 2 (x + 1)", "classic", pair(TRIGGER_FIRST, f"""
+    launchlab_prologue(stamps);
+    pdl_wait();
+    {STRIDE}
+        y[i] = 2.0f * (x[i] + 1.0f);""")),
+    Answer("the kernels misnamed", "bad value",
+           lambda: pair(TRIGGER_FIRST, RIGHT_CONSUMER)().replace("producer(", "produce(").replace("consumer(", "consume(")),
+    Answer("not CUDA", "bad value", lambda: "def consumer(x, y): y[:] = 2 * x + 1"),
+    Answer("returns None", "bad value", lambda: None),
+]
+
+
+@pytest.mark.gpu
+def test_lab09_exercise1_pdl_pair(monkeypatch):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    monkeypatch.setattr(ch09, "GPU_TIMEOUT_S", 3)
+    monkeypatch.setattr(ch09, "CHILD_EXIT_S", 2)
+    wrong = judge("lab 09, exercise 1: place the wait and the trigger", ch09.check_pdl_pair, PAIR_ANSWERS)
+    assert not wrong, "\n".join(wrong)
+    names = {a.name: a.fn for a in PAIR_ANSWERS}
+    late = ch09.check_pdl_pair(names["the producer triggers once x is written"])
+    assert "pdl_trigger() at the start" in late.hint, late
+    unwaited = ch09.check_pdl_pair(names["only thread 0 of each block waits"])
+    assert "every thread" in unwaited.hint, unwaited
+
+
+def test_every_pair_answer_compiles_after_the_prelude():
+    for answer in PAIR_ANSWERS:
+        source = answer.fn()
+        if answer.kind != "bad value":
+            compiles_for_hopper(ch09.PDL_PRELUDE + source)
+    compiles_for_hopper(ch09.PDL_PRELUDE + ch09.CHECKER_PAIR_SOURCE)
+
+
+@pytest.mark.parametrize("answer, detail", [
+    (lambda: None, "returned None"),
+    (lambda: float("nan"), "returned float nan"),
+    (lambda: 42, "returned int"),
+    (lambda: "y = 2 * x + 1", "holds no CUDA function"),
+])
+def test_pair_answers_that_are_no_source_fail_on_a_cpu_too(answer, detail, lenient_checkers):
+    verdict = ch09.check_pdl_pair(answer)
+    assert not verdict and detail in verdict.detail, verdict
+    verdict = ch09.check_grid_barrier(answer)
+    assert not verdict and detail in verdict.detail, verdict
+
+
+def test_the_pair_cases_vary_the_block_and_never_fill_the_last_block():
+    for seed in range(50):
+        cases = ch09._pair_cases(seed)
+        assert sorted(c["block"] for c in cases) == [128, 256, 384]
+        assert all(c["n"] % c["block"] and c["n"] > 1000 for c in cases)
+    assert ch09._pair_cases(1) != ch09._pair_cases(2)
+
+
+def _run(n=5000, block=256, wrong=0, nan=0, untouched=0, past_end=0, lead_ns=30_000, produced=True, prologue=True):
+    return {"n": n, "block": block, "wrong": wrong, "nan": nan, "untouched": untouched, "first": 7 if wrong else -1,
+            "got": float("nan") if nan else 0.0, "want": 3.0, "past_end": past_end, "produced": produced,
+            "prologue": prologue, "lead_ns": lead_ns}
+
+
+def _pairings(yours=None, your_consumer=None, your_producer=None):
+    def runs(changed):
+        return [_run(), _run(block=128), _run(block=384)] if changed is None else changed
+    return {"pairings": {"yours": runs(yours), "your consumer": runs(your_consumer),
+                         "your producer": runs(your_producer)}}
+
+
+@pytest.mark.parametrize("report, detail, hint", [
+    (_pairings(your_consumer=[_run(wrong=4000, nan=4000)]), "read x before the producer had written it",
+     "every thread of the consumer must call pdl_wait()"),
+    (_pairings(your_producer=[_run(wrong=5000, nan=5000)]), "your producer before the checker's consumer",
+     "launchlab_produce"),
+    (_pairings(your_consumer=[_run(past_end=100)]), "cells after y[n - 1] were written", "i < n"),
+    (_pairings(your_consumer=[_run(wrong=2000, untouched=2000)]), "2,000 never written", "whatever the block size"),
+    (_pairings(yours=[_run(wrong=5000)]), "values of y are wrong", "y[i] = 2 * x[i] + 1"),
+    (_pairings(your_consumer=[_run(lead_ns=-1500)] * 3), "1.5 us after the producer ended",
+     "before pdl_wait()"),
+    (_pairings(your_producer=[_run(lead_ns=-800)] * 3), "your producer let it come in 0.8 us after",
+     "pdl_trigger() at the start"),
+    (_pairings(yours=[_run(produced=False, lead_ns=None)]), "never called launchlab_produce", "in every thread"),
+    (_pairings(yours=[_run(prologue=False, lead_ns=None)]), "never called launchlab_prologue", "before its wait"),
+], ids=["no-wait", "producer-writes-nothing", "past-the-end", "not-covered", "wrong-formula", "prologue-after-wait",
+        "late-trigger", "no-produce", "no-prologue"])
+def test_pair_verdicts_name_the_mistake(monkeypatch, report, detail, hint):
+    _reported(monkeypatch, **report)
+    verdict = ch09.check_pdl_pair(lambda: "__global__ source", seed=1)
+    assert not verdict and detail in verdict.detail and hint in verdict.hint, verdict
+
+
+def test_pair_passes_on_its_best_run_and_reports_a_childs_error(monkeypatch):
+    _reported(monkeypatch, **_pairings(yours=[_run(lead_ns=-500), _run(lead_ns=31_000), _run(lead_ns=2_000)]))
+    assert ch09.check_pdl_pair(lambda: "__global__ source", seed=1)
+    _reported(monkeypatch, error="your source did not compile", hint="define both kernels")
+    verdict = ch09.check_pdl_pair(lambda: "__global__ source", seed=1)
+    assert not verdict and "did not compile" in verdict.detail and verdict.hint == "define both kernels"
+
+
+# ---- exercise 2: a PDL chain in a captured graph ------------------------------------------------------------
+
+
+def pdl_chain(builder, kernel, stages, buffers, n):
+    from cuda.core import LaunchConfig, launch
+
+    config = LaunchConfig(grid=(n + 255) // 256, block=256, programmatic_stream_serialization=True)
+    for k in range(stages):
+        launch(builder, config, kernel, buffers[k % 2].data.ptr, buffers[(k + 1) % 2].data.ptr, np.int32(n))
+
+
+def chain_with(stages_of=lambda stages: stages, grid_of=lambda n: (n + 255) // 256, with_pdl=lambda k: True,
+               swap=True, attribute="pdl", n_of=lambda n, buffers: n, on_builder=True):
+    """A learner's capture_pdl_chain, with one thing changed."""
+
+    def capture(builder, kernel, stages, buffers, n):
+        from cuda.core import Device, LaunchConfig, launch
+
+        target = builder if on_builder else Device().create_stream()
+        for k in range(stages_of(stages)):
+            src, dst = (buffers[k % 2], buffers[(k + 1) % 2]) if swap else buffers
+            extra = ({"programmatic_stream_serialization": with_pdl(k)} if attribute == "pdl"
+                     else {"is_cooperative": True})
+            config = LaunchConfig(grid=grid_of(n), block=256, **extra)
+            launch(target, config, kernel, src.data.ptr, dst.data.ptr, np.int32(n_of(n, buffers)))
+        if not on_builder:
+            target.sync()
+
+    return capture
+
+
+def pdl_after_the_first(builder, kernel, stages, buffers, n):
+    """Right, written differently: blocks of 128, the attribute only where there is a stage before."""
+    from cuda.core import LaunchConfig, launch
+
+    src, dst = buffers
+    for k in range(stages):
+        config = LaunchConfig(grid=-(-n // 128), block=128, programmatic_stream_serialization=k > 0)
+        launch(builder, config, kernel, src.data.ptr, dst.data.ptr, np.int32(n))
+        src, dst = dst, src
+
+
+CHAIN_ANSWERS = [
+    Answer("PDL on every stage (the solution)", "right", pdl_chain),
+    Answer("blocks of 128, PDL on every stage but the first", "right", pdl_after_the_first),
+    Answer("no launch attribute", "classic", chain_with(with_pdl=lambda k: False)),
+    Answer("the attribute on the first stage only", "classic", chain_with(with_pdl=lambda k: k == 0)),
+    Answer("one stage short", "classic", chain_with(stages_of=lambda stages: stages - 1)),
+    Answer("a cooperative launch instead of PDL", "method", chain_with(attribute="cooperative")),
+    Answer("launched on a stream of its own", "method", chain_with(on_builder=False)),
+    Answer("the buffers never swapped", "structure", chain_with(swap=False)),
+    Answer("grid = n // 256", "unit", chain_with(grid_of=lambda n: n // 256)),
+    Answer("the lab's 8 stages typed in", "hard-coded", chain_with(stages_of=lambda stages: ch09.LAB_STAGES)),
+    Answer("4 blocks typed in (the lab's n = 1000)", "hard-coded", chain_with(grid_of=lambda n: 4)),
+    Answer("n taken from the buffers' length", "bad value", chain_with(n_of=lambda n, buffers: buffers[0].size)),
+    Answer("does nothing", "bad value", lambda builder, kernel, stages, buffers, n: None),
+]
+
+
+@pytest.mark.gpu
+def test_lab09_exercise2_pdl_chain(monkeypatch):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    wrong = judge("lab 09, exercise 2: a PDL chain in a captured graph", ch09.check_pdl_chain, CHAIN_ANSWERS)
+    assert not wrong, "\n".join(wrong)
+    plain = ch09.check_pdl_chain(chain_with(with_pdl=lambda k: False))
+    assert "programmatic_stream_serialization=True" in plain.hint, plain
+    first_only = ch09.check_pdl_chain(chain_with(with_pdl=lambda k: k == 0))
+    assert "full dependencies" in first_only.detail, first_only
+
+
+def _chain(stages: int, kinds=("default",), extra_node=None):
+    names, node_kinds = [ch09.STAGE_KERNEL] * stages, ["KERNEL"] * stages
+    if extra_node:
+        names.append(extra_node.lower())
+        node_kinds.append(extra_node)
+    edges = tuple((k, k + 1) for k in range(stages - 1))
+    types = [(a, b, kinds[min(a, len(kinds) - 1)]) for a, b in edges]
+    return graphs.Topology(tuple(node_kinds), edges, tuple(names)), types
+
+
+@pytest.mark.parametrize("shape, stages, detail, hint", [
+    (_chain(0), 5, "your graph is empty", "launch(builder, config, kernel"),
+    (_chain(5, extra_node="MEMSET"), 5, "memset memset", None),
+    (_chain(4, ("programmatic",)), 5, "4 stage kernels; the chain has 5", "range(stages)"),
+    (_chain(ch09.LAB_STAGES, ("programmatic",)), 5, "8 stage kernels", "not the lab's example"),
+    (_chain(5, ("default",)), 5, "all 4 edges are full dependencies", "programmatic_stream_serialization=True"),
+    (_chain(5, ("default", "programmatic")), 5, "1 of 4 edges are full dependencies: the edges into stage 1",
+     "every stage after the first"),
+], ids=["empty", "other-node", "one-short", "lab-count", "no-attribute", "one-without"])
+def test_chain_verdicts_name_the_mistake(shape, stages, detail, hint):
+    problem = ch09._chain_problem(*shape, stages)
+    assert problem is not None and detail in str(problem), problem
+    assert hint is None or hint in problem.hint, problem.hint
+
+
+def test_a_chain_of_programmatic_edges_passes_and_a_fork_does_not():
+    assert ch09._chain_problem(*_chain(6, ("programmatic",)), 6) is None
+    fork = graphs.Topology(("KERNEL",) * 3, ((0, 1), (0, 2)), (ch09.STAGE_KERNEL,) * 3)
+    problem = ch09._chain_problem(fork, [(0, 1, "programmatic"), (0, 2, "programmatic")], 3)
+    assert "each stage must depend on the one before" in str(problem)
+
+
+@pytest.mark.parametrize("out_of, guards, detail, hint", [
+    (lambda x, s: x + s, 0, None, None),
+    (lambda x, s: np.concatenate([x[:3000] + s, x[3000:]]), 0, "were never computed", "grid = (n + block - 1)"),
+    (lambda x, s: np.concatenate([x[:3840] + s, np.full(160, np.nan)]), 0, "were never computed", "grid = (n"),
+    (lambda x, s: np.full_like(x, np.nan), 0, "NaN", "buffers[k % 2]"),
+    (lambda x, s: x + (s - 1), 0, f"(x + {5 - 1} instead)", "for k in range(stages)"),
+    (lambda x, s: x + s, 12, "cells after the first n", "not the buffers' length"),
+], ids=["right", "tail-missing", "tail-missing-nan", "nan", "one-short", "guards"])
+def test_chain_data_verdicts_name_the_mistake(out_of, guards, detail, hint):
+    x = np.random.default_rng(3).uniform(-100, 100, 4000).astype(np.float32)
+    expected = x + np.float32(5)
+    problem = ch09._chain_data_problem(out_of(x, np.float32(5)).astype(np.float32), expected, guards, 5, x.size)
+    if detail is None:
+        assert problem is None
+    else:
+        assert detail in str(problem) and hint in problem.hint, problem
+
+
+def test_the_chain_cases_avoid_the_labs_example():
+    for seed in range(100):
+        (odd, n1), (even, n2) = ch09._chain_cases(seed)
+        assert odd % 2 == 1 and even % 2 == 0 and ch09.LAB_STAGES not in (odd, even)
+        assert min(n1, n2) > 4 * 256 and n1 % 128 and n2 % 128
+
+
+# ---- exercise 3: the grid barrier of a persistent kernel ----------------------------------------------------
+
+SIGNATURE = "__device__ void grid_barrier(unsigned int* count, volatile unsigned int* generation) {\n"
+
+
+def barrier(body: str):
+    return lambda: SIGNATURE + body + "\n}\n"
+
+
+BARRIER_SOLUTION = """
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned int seen = *generation;
+        __threadfence();
+        if (atomicAdd(count, 1u) == gridDim.x - 1) {
+            atomicExch(count, 0u);
+            __threadfence();
+            atomicAdd((unsigned int*)generation, 1u);
+        } else {
+            while (*generation == seen) { }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+"""
+
+
+def changed(old: str, new: str):
+    assert old in BARRIER_SOLUTION, old
+    return barrier(BARRIER_SOLUTION.replace(old, new, 1))
+
+
+BARRIER_ANSWERS = [
+    Answer("count and generation (the solution)", "right", barrier(BARRIER_SOLUTION)),
+    Answer("atomicInc wraps the count, atomic reads, a nap in the spin", "right", barrier("""
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned int seen = atomicAdd((unsigned int*)generation, 0u);
+        __threadfence();
+        if (atomicInc(count, gridDim.x - 1) == gridDim.x - 1) {   // the last arrival; count is back to 0
+            __threadfence();
+            atomicExch((unsigned int*)generation, seen + 1u);
+        } else {
+            while (atomicAdd((unsigned int*)generation, 0u) == seen) __nanosleep(32);
+        }
+        __threadfence();
+    }
+    __syncthreads();""")),
+    Answer("__syncthreads() only", "classic", barrier("__syncthreads();")),
+    Answer("count never reset", "classic", changed("atomicExch(count, 0u);", "")),
+    Answer("compared with gridDim.x (one arrival too many)", "classic",
+           changed("== gridDim.x - 1", "== gridDim.x")),
+    Answer("every thread arrives", "structure", barrier(BARRIER_SOLUTION.replace(
+        "if (threadIdx.x == 0) {", "{"))),
+    Answer("no __syncthreads() before arriving", "method", changed("__syncthreads();\n    if", "if")),
+    Answer("no __syncthreads() after the release", "method",
+           barrier(BARRIER_SOLUTION.rsplit("__syncthreads();", 1)[0])),
+    Answer("the spin reads generation through a plain pointer", "method", changed(
+        "while (*generation == seen) { }",
+        "unsigned int* plain = (unsigned int*)generation;\n            while (*plain == seen) { }")),
+    Answer("threads per block where blocks were meant", "unit", changed("gridDim.x - 1", "blockDim.x - 1")),
+    Answer("the H100's 132 SMs typed in", "hard-coded", changed("gridDim.x - 1", "132u - 1")),
+    Answer("misnamed", "bad value", lambda: barrier(BARRIER_SOLUTION)().replace("grid_barrier", "grid_sync")),
+    Answer("not CUDA", "bad value", lambda: "def grid_barrier(count, generation): pass"),
+    Answer("returns None", "bad value", lambda: None),
+]
+# Missing fences let a block read cells another block's writes have not reached, or its own stale cached copy:
+# a race that shows on the GPU in practice, but is not sure to in every launch, so it is judged on its own.
+RACY_BARRIER_ANSWERS = [
+    Answer("no __threadfence() anywhere", "method", barrier(BARRIER_SOLUTION.replace("__threadfence();", ""))),
+]
+
+
+@pytest.mark.gpu
+def test_lab09_exercise3_grid_barrier(monkeypatch):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    # A barrier that never releases is stopped after 3 s here (10 s in the lab), so the suite stays short.
+    monkeypatch.setattr(ch09, "GPU_TIMEOUT_S", 3)
+    monkeypatch.setattr(ch09, "CHILD_EXIT_S", 2)
+    wrong = judge("lab 09, exercise 3: the grid barrier of a persistent kernel", ch09.check_grid_barrier,
+                  BARRIER_ANSWERS)
+    assert not wrong, "\n".join(wrong)
+    never_reset = ch09.check_grid_barrier(BARRIER_ANSWERS[3].fn)
+    assert "stopped after 3 s" in never_reset.detail and "reset count to 0" in never_reset.hint, never_reset
+
+
+@pytest.mark.gpu
+def test_lab09_exercise3_a_barrier_without_fences_fails(monkeypatch):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    monkeypatch.setattr(ch09, "GPU_TIMEOUT_S", 3)
+    monkeypatch.setattr(ch09, "CHILD_EXIT_S", 2)
+    wrong = judge("lab 09, exercise 3 (racy): no fences", ch09.check_grid_barrier, RACY_BARRIER_ANSWERS)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_barrier_answer_compiles_with_the_checkers_kernel():
+    for answer in BARRIER_ANSWERS + RACY_BARRIER_ANSWERS:
+        if answer.kind != "bad value":
+            compiles_for_hopper(answer.fn() + ch09.STAGES_SOURCE)
+    with pytest.raises(Exception, match="(?i)grid_barrier"):
+        compiles_for_hopper(BARRIER_ANSWERS[-3].fn() + ch09.STAGES_SOURCE)  # misnamed: the kernel finds no barrier
+
+
+def test_the_host_reference_is_the_kernels_arithmetic():
+    rng = np.random.default_rng(5)
+    chunk, blocks, stages = 4, 3, 7
+    a = rng.integers(0, 1 << 32, chunk * blocks, dtype=np.uint32)
+    src = [int(v) for v in a]
+    n = len(src)
+    for s in range(stages):
+        src = [(src[i] * 3 + src[(i + chunk) % n] + s) % (1 << 32) for i in range(n)]
+    assert ch09.stages_reference(a, chunk, stages).tolist() == src
+
+
+def test_the_barrier_launches_avoid_the_numbers_a_learner_might_type_in():
+    for seed in range(200):
+        cases = ch09._barrier_cases(seed)
+        assert any(c["stages"] % 2 for c in cases) and all(150 <= c["stages"] < 300 for c in cases)
+        for sms in (132, 114, 108, 78, 16):
+            grids = [ch09._grid_for(c, sms) for c in cases]
+            assert all(2 <= g < sms and g != c["block"] for g, c in zip(grids, cases, strict=True))
+            assert min(grids) <= 8  # a handful of blocks in one launch
+    assert ch09._barrier_cases(1) != ch09._barrier_cases(2)
+
+
+@pytest.mark.parametrize("case, detail, hint", [
+    ({"wrong": 512, "first": 1000, "count": 0}, "512 of 50,688 cells differ", "__syncthreads() before thread 0"),
+    ({"wrong": 0, "first": -1, "count": 37}, "count is 37 after it", "resets count to 0"),
+], ids=["went-on-early", "count-left"])
+def test_barrier_verdicts_name_the_mistake(monkeypatch, case, detail, hint):
+    report = {"grid": 66, "block": 256, "stages": 201, "cells": 66 * 768, "chunk": 768, **case}
+    _reported(monkeypatch, cases=[report])
+    verdict = ch09.check_grid_barrier(lambda: "__device__ source", seed=1)
+    assert not verdict and detail in verdict.detail and hint in verdict.hint, verdict
+
+
+def test_a_barrier_that_hangs_is_reported_with_its_hint(monkeypatch):
+    _reported(monkeypatch, error="on 66 blocks of 256 threads, 201 stages, your barrier never let the kernel finish",
+              hint=ch09.HANG_HINT)
+    verdict = ch09.check_grid_barrier(lambda: "__device__ source", seed=1)
+    assert not verdict and "never let the kernel finish" in verdict.detail and "gridDim.x - 1" in verdict.hint
+    _reported(monkeypatch, cases=[{"grid": 66, "block": 256, "stages": 201, "cells": 1, "chunk": 1, "wrong": 0,
+                                   "first": -1, "count": 0}])
+    assert not ch09.check_grid_barrier(lambda: "__device__ source", seed=1)  # one launch of three is not enough
+
+
+# ---- exercise 4: the right rung for each workload (on a CPU) -------------------------------------------------
+
+
+def choose_rung(workload):
+    allowed = {"graph": True, "graph + PDL": True, "persistent": workload["own_kernels"],
+               "fused": workload["own_kernels"] and workload["fusable"]}
+    per_stage = {rung: statistics.median(m["samples_us"]) / m["stages"]
+                 for rung, m in workload["measurements"].items() if allowed[rung]}
+    fastest = min(per_stage.values())
+    return next(rung for rung in ch09.RUNGS if rung in per_stage and per_stage[rung] <= (1 + ch09.TIE) * fastest)
+
+
+def choose_with_numpy(workload):
+    """Right, written differently: NumPy medians, the tie read from the slower side, a loop from the simple end."""
+    usable = [r for r in ch09.RUNGS if r in ("graph", "graph + PDL") or workload["own_kernels"]]
+    if not workload["fusable"] and "fused" in usable:
+        usable.remove("fused")
+    time = {r: float(np.median(workload["measurements"][r]["samples_us"])) / workload["measurements"][r]["stages"]
+            for r in usable}
+    fastest = min(time.values())
+    for rung in usable:
+        if fastest >= (1 - ch09.TIE) * time[rung]:
+            return rung
+    raise AssertionError("unreachable")
+
+
+def rule(summary=statistics.median, per_stage=True, respect=("own_kernels", "fusable"), tie=ch09.TIE,
+         prefer="simple"):
+    """A learner's choose_rung with one thing changed."""
+
+    def choose(workload):
+        ok = {"graph": True, "graph + PDL": True,
+              "persistent": "own_kernels" not in respect or workload["own_kernels"],
+              "fused": ("own_kernels" not in respect or workload["own_kernels"])
+              and ("fusable" not in respect or workload["fusable"])}
+        times = {r: summary(m["samples_us"]) / (m["stages"] if per_stage else 1)
+                 for r, m in workload["measurements"].items() if ok[r]}
+        best = min(times.values())
+        order = ch09.RUNGS if prefer == "simple" else ch09.RUNGS[::-1]
+        return next(r for r in order if r in times and times[r] <= (1 + tie) * best)
+
+    return choose
+
+
+LAB_ANSWERS = {w["name"]: ch09.rung_by(w) for w in ch09.WORKLOADS}
+
+RUNG_ANSWERS = [
+    Answer("median per stage, allowed rungs, simplest within 5% (the solution)", "right", choose_rung),
+    Answer("NumPy medians, tie read from the slower side", "right", choose_with_numpy),
+    Answer("the fastest figure, allowed or not", "classic", rule(respect=())),
+    Answer("fusable ignored", "classic", rule(respect=("own_kernels",))),
+    Answer("no tie rule: the strictly fastest allowed rung", "classic", rule(tie=0.0)),
+    Answer("the mean of the samples", "method", rule(summary=statistics.fmean)),
+    Answer("the fastest sample", "method", rule(summary=min)),
+    Answer("totals compared, not per stage", "unit", rule(per_stage=False)),
+    Answer("a tie goes to the more complex rung", "structure", rule(prefer="complex")),
+    Answer("always graph + PDL", "hard-coded", lambda workload: "graph + PDL"),
+    Answer("the lab's answers looked up by name", "hard-coded",
+           lambda workload: LAB_ANSWERS.get(workload["name"], "graph + PDL")),
+    Answer("misspelled", "bad value", lambda workload: choose_rung(workload).replace(" + ", "+")),
+    Answer("the rung's index", "bad value", lambda workload: ch09.RUNGS.index(choose_rung(workload))),
+    Answer("NaN", "bad value", lambda workload: float("nan")),
+    Answer("returns None", "bad value", lambda workload: None),
+]
+
+
+def test_lab09_exercise4_rung(lenient_checkers):
+    # every mutant must fail, and every right answer pass, on 30 draws of the made-up workloads
+    wrong = judge("lab 09, exercise 4: pick the rung", ch09.check_rung, RUNG_ANSWERS, trials=30)
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (rule(respect=()), "is not allowed here"),
+    (rule(summary=statistics.fmean), "compare medians, not means"),
+    (rule(summary=min), "not the fastest sample"),
+    (rule(per_stage=False), "divide each median by the stages"),
+    (rule(tie=0.0), f"within {ch09.TIE:.0%} of the fastest"),
+], ids=["not-allowed", "mean", "min", "totals", "no-tie"])
+def test_rung_hints_name_the_mistake(answer, hint, lenient_checkers):
+    for _ in range(10):
+        verdict = ch09.check_rung(answer)
+        assert not verdict and hint in verdict.hint, verdict
+
+
+def test_rung_validation_says_what_was_returned(lenient_checkers):
+    assert "not a rung" in ch09.check_rung(RUNG_ANSWERS[-4].fn).detail
+    assert "returned int" in ch09.check_rung(RUNG_ANSWERS[-3].fn).detail
+    assert "returned float nan" in ch09.check_rung(RUNG_ANSWERS[-2].fn).detail
+    assert "forget to `return`" in ch09.check_rung(RUNG_ANSWERS[-1].fn).detail
+
+
+def test_the_made_up_workloads_hold_their_traps():
+    """Each trap is there on every draw: a rule that falls for it gives another rung than the reference."""
+    falls_for = {"fused is fastest but not allowed": {"respect": False},
+                 "a library kernel between stages": {"respect": False},
+                 "persistent ties graph + PDL": {"tie": 0.0}, "graph + PDL ties graph": {"tie": 0.0},
+                 "an outlier in the fastest rung": {"summary": statistics.fmean},
+                 "a lucky sample": {"summary": min}, "chains of different lengths": {"per_stage": False}}
+    for seed in range(300):
+        planted = ch09.planted_workloads(random.Random(seed))
+        assert len(planted) == 8 and all(w["name"].startswith("made-up workload") for _, w in planted)
+        for trap, workload in planted:
+            if trap in falls_for:
+                assert ch09.rung_by(workload, **falls_for[trap]) != ch09.rung_by(workload), (seed, trap)
+    answers = [ch09.rung_by(w) for w in ch09.WORKLOADS]
+    assert answers == ["fused", "persistent", "graph"]
+    assert ch09.rung_by(ch09.WORKLOADS[1], summary=statistics.fmean) != "persistent"  # the lab's outlier trap
+    assert ch09.rung_by(ch09.WORKLOADS[2], tie=0.0) == "graph + PDL"  # and its tie
+
+
+def test_the_checker_does_not_let_an_answer_change_the_workloads(lenient_checkers):
+    def vandal(workload):
+        workload["own_kernels"] = True
+        workload["measurements"].clear()
+        return "fused"
+
+    before = json.dumps(ch09.WORKLOADS)
+    ch09.check_rung(vandal)
+    assert json.dumps(ch09.WORKLOADS) == before
