@@ -217,3 +217,23 @@ def counting_graph_calls() -> Iterator[dict[str, int]]:
         yield counts
     finally:
         torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.replay = begin, replay
+
+
+def checker_call_in_child(module: str, call: str, timeout_s: float, exit_after_s: float, stuck: str) -> dict:
+    """Run `call` (an expression on launchlab.checkers.<module> returning a dict) in a child process that never
+    outlives `timeout_s`; its dict back, or CheckFailed with its error, its last lines, or `stuck` if it hung."""
+    from . import child
+
+    # os._exit: once the RESULT line is out, skip the teardown (the device runtime's can take seconds).
+    script = (f"import os\nfrom launchlab.checkers import {module}\nfrom launchlab.child import result\n"
+              f"result(**{module}.{call})\nos._exit(0)")
+    # A GPU loop that never ends keeps its process alive after it reported: stop it once its RESULT is in.
+    run = child.run_python(script, timeout_s=timeout_s, exit_after_result_s=exit_after_s)
+    found = run.results()
+    if found:
+        if "error" in found[-1]:
+            raise CheckFailed(found[-1]["error"], hint=found[-1].get("hint"))
+        return found[-1]
+    if run.timed_out:
+        raise CheckFailed(f"your code did not finish within {timeout_s:g} s and was stopped: {stuck}")
+    raise CheckFailed(f"the child process running your code failed: {run.last_lines(2)}")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .. import child, devicegraphs, graphs
-from ..checking import CheckFailed, exercise, require_cuda
+from .. import devicegraphs, graphs
+from ..checking import CheckFailed, checker_call_in_child, exercise, require_cuda
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
 __all__ = [
@@ -250,21 +250,8 @@ def _scheduler_problem(r: dict) -> CheckFailed | None:
 
 def _in_child(call: str, timeout_s: float | None = None) -> dict:
     """Run `call` (an expression on this module, returning a dict) in a child process; its dict back."""
-    # os._exit: once the RESULT line is out, skip the teardown (the device runtime's can take seconds).
-    script = (f"import os\nfrom launchlab.checkers import ch06\nfrom launchlab.child import result\n"
-              f"result(**ch06.{call})\nos._exit(0)")
-    timeout_s = CHILD_TIMEOUT_S if timeout_s is None else timeout_s
-    # A scheduler that never ends keeps its process alive after it reported: stop it once its RESULT is in.
-    run = child.run_python(script, timeout_s=timeout_s, exit_after_result_s=CHILD_EXIT_S)
-    found = run.results()
-    if found:
-        if "error" in found[-1]:
-            raise CheckFailed(found[-1]["error"], hint=found[-1].get("hint"))
-        return found[-1]
-    if run.timed_out:
-        raise CheckFailed(f"your code did not finish within {timeout_s:g} s and was stopped: a loop on the GPU "
-                          "that never reaches its stop condition?")
-    raise CheckFailed(f"the child process running your code failed: {run.last_lines(2)}")
+    return checker_call_in_child("ch06", call, CHILD_TIMEOUT_S if timeout_s is None else timeout_s, CHILD_EXIT_S,
+                                 "a loop on the GPU that never reaches its stop condition?")
 
 
 def _child_deadline(cases: int) -> float:

@@ -23,8 +23,8 @@ import random
 import statistics
 from collections.abc import Callable
 
-from .. import child, devicegraphs, graphs
-from ..checking import CheckFailed, exercise, require_cuda
+from .. import devicegraphs, graphs
+from ..checking import CheckFailed, checker_call_in_child, exercise, require_cuda
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
 __all__ = [
@@ -47,19 +47,7 @@ GPU_TIMEOUT_S = 10  # one GPU wait; a right answer needs milliseconds
 
 def _in_child(call: str, timeout_s: float) -> dict:
     """Run `call` (an expression on this module, returning a dict) in a child process; its dict back."""
-    script = (f"import os\nfrom launchlab.checkers import ch09\nfrom launchlab.child import result\n"
-              f"result(**ch09.{call})\nos._exit(0)")
-    # A kernel that never ends keeps its process alive after it reported: stop it once its RESULT is in.
-    run = child.run_python(script, timeout_s=timeout_s, exit_after_result_s=CHILD_EXIT_S)
-    found = run.results()
-    if found:
-        if "error" in found[-1]:
-            raise CheckFailed(found[-1]["error"], hint=found[-1].get("hint"))
-        return found[-1]
-    if run.timed_out:
-        raise CheckFailed(f"your code did not finish within {timeout_s:g} s and was stopped: a loop on the GPU "
-                          "that never ends?")
-    raise CheckFailed(f"the child process running your code failed: {run.last_lines(2)}")
+    return checker_call_in_child("ch09", call, timeout_s, CHILD_EXIT_S, "a loop on the GPU that never ends?")
 
 
 def _source(answer: object, what: str) -> str:
