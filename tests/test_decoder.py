@@ -46,6 +46,7 @@ def test_a_decode_step_has_no_graph_breaks():
     ([(-3.0, 1.0, 2.0), (0.5, 4.0, 5.0)], (0.0, 5.0), (2.0, 0.0, 3.0)),  # work queued ahead: GPU gaps only
     ([(0.0, 0.0, 4.0), (1.0, 2.0, 3.0)], (0.0, 4.0), (4.0, 0.0, 0.0)),   # overlapping kernels count once
     ([(4.0, 5.0, 6.0), (0.0, 1.0, 2.0)], (0.0, 8.0), (2.0, 4.0, 2.0)),   # unsorted; launched late; tail is host
+    ([(3.0, 2.0, 6.0), (1.0, 2.0, 3.0)], (0.0, 6.0), (4.0, 1.0, 1.0)),   # start together: the first launch counts
 ])
 def test_attribute_idle_splits_each_gap(kernels, window, expected):
     split = trace.attribute_idle(kernels, window)

@@ -167,7 +167,8 @@ def attribute_idle(kernels: Iterable[tuple[float, float, float]], window: tuple[
     lo, hi = window
     busy = host = gpu = 0.0
     cursor, count = lo, 0
-    for launched, start, end in sorted(kernels, key=lambda k: (k[1], k[2])):
+    # Of kernels that start together, the first launched decides when the GPU had work.
+    for launched, start, end in sorted(kernels, key=lambda k: (k[1], k[0], k[2])):
         start, end = max(start, lo), min(end, hi)
         if end <= start:
             continue
