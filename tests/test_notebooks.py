@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -70,6 +71,15 @@ def test_course_ships_cuda_sources(root):
 DEVICE_RUNTIME_CALLS = ("cudaGraphLaunch", "cudaGetCurrentGraphExec", "cudaGraphSetConditional")
 
 
+def wheel_cuda_headers() -> list[str]:
+    """The CUDA headers the dev extra installs (nvidia-cuda-runtime, nvidia-cuda-cccl), as include folders."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    roots = [Path(p) / "cu13" / "include" for p in (spec.submodule_search_locations or [])] if spec else []
+    return [str(d) for root in roots for d in (root, root / "cccl") if d.is_dir()]
+
+
 def compile_for_hopper(source: str) -> None:
     from cuda.core import Program, ProgramOptions
 
@@ -82,6 +92,12 @@ def compile_for_hopper(source: str) -> None:
         options = {"relocatable_device_code": True, "include_path": [devicegraphs.CUDA_INCLUDE]}
     if "bisect_step(" in source and "void bisect_step" not in source:
         source = ch06.BISECTION_PRELUDE + source  # lab 06's exercise 3 is compiled after the checker's prelude
+    if "<cooperative_groups.h>" in source:
+        headers = wheel_cuda_headers()
+        assert any(Path(d, "cooperative_groups.h").is_file() for d in headers), (
+            "cooperative_groups.h not found: install the dev extra (pip install -e '.[dev]'), which brings the "
+            "CUDA runtime and CCCL headers")
+        options = {**options, "include_path": [*options.get("include_path", []), *headers]}
     if "pdl_wait()" in source and "void pdl_wait" not in source:
         source = ch09.PDL_PRELUDE + source  # lab 09's exercise 1 is compiled after the checker's prelude
     if "grid_barrier(count, generation)" in source and "void grid_barrier" not in source:
