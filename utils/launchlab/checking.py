@@ -11,6 +11,7 @@ import contextlib
 import functools
 import math
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -217,6 +218,39 @@ def counting_graph_calls() -> Iterator[dict[str, int]]:
         yield counts
     finally:
         torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.replay = begin, replay
+
+
+@dataclass
+class OpCounts:
+    """The ATen operations run while counting, apart by whether the current CUDA stream was capturing."""
+
+    eager: Counter
+    captured: Counter
+
+
+@contextlib.contextmanager
+def counting_ops() -> Iterator[OpCounts]:
+    """Count every ATen operation (sin and sin_ alike) run in the block, eager apart from captured.
+
+    A TorchDispatchMode sees each operation PyTorch dispatches, on a CPU as on a GPU, before it launches
+    anything; a graph's replay dispatches none, so eager work during a replay exercise shows up here.
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    counts = OpCounts(Counter(), Counter())
+    cuda = torch.cuda.is_available()
+
+    class Counting(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func.overloadpacket.__name__
+            name = name[:-1] if name.endswith("_") and not name.startswith("_") else name
+            capturing = cuda and torch.cuda.is_current_stream_capturing()
+            (counts.captured if capturing else counts.eager)[name] += 1
+            return func(*args, **(kwargs or {}))
+
+    with Counting():
+        yield counts
 
 
 def checker_call_in_child(module: str, call: str, timeout_s: float, exit_after_s: float, stuck: str) -> dict:

@@ -59,6 +59,9 @@ CHAPTERS = [
     Chapter("09", "Past graphs: PDL and persistent kernels", "the gap a graph leaves between dependent kernels; "
             "programmatic dependent launch from cuda.core, Triton and Inductor; a persistent kernel; the ladder to "
             "one fused kernel", "one CUDA GPU of compute capability 9.0 or newer (Hopper); cuda.core 1.2, Triton"),
+    Chapter("10", "Graphs in real code", "a whole training step in one graph; graph memory pools; piecewise graphs "
+            "per batch bucket as serving engines build them; reduce-overhead's silent skips; a failed capture",
+            "one CUDA GPU (PyTorch); the CUDA toolkit's compute-sanitizer for one cell"),
 ]
 
 

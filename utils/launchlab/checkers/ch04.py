@@ -19,6 +19,7 @@ from .. import timing
 from ..checking import (
     CheckFailed,
     counting_graph_calls,
+    counting_ops,
     exercise,
     graph_and_output,
     require_cuda,
@@ -88,39 +89,6 @@ def _close(yours, expected, what: str, atol: float = 1e-5, rtol: float = 1e-5) -
 def _same_storage(a, b) -> bool:
     """Whether tensor a shares memory with tensor b (a view of it counts)."""
     return a.device == b.device and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-
-
-@dataclass
-class OpCounts:
-    """The ATen operations run while counting, apart by whether the current CUDA stream was capturing."""
-
-    eager: Counter
-    captured: Counter
-
-
-@contextlib.contextmanager
-def counting_ops() -> Iterator[OpCounts]:
-    """Count every ATen operation (sin and sin_ alike) run in the block, eager apart from captured.
-
-    A TorchDispatchMode sees each operation PyTorch dispatches, on a CPU as on a GPU, before it launches
-    anything; a graph's replay dispatches none, so eager work during a replay exercise shows up here.
-    """
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    counts = OpCounts(Counter(), Counter())
-    cuda = torch.cuda.is_available()
-
-    class Counting(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            name = func.overloadpacket.__name__
-            name = name[:-1] if name.endswith("_") and not name.startswith("_") else name
-            capturing = cuda and torch.cuda.is_current_stream_capturing()
-            (counts.captured if capturing else counts.eager)[name] += 1
-            return func(*args, **(kwargs or {}))
-
-    with Counting():
-        yield counts
 
 
 @contextlib.contextmanager
