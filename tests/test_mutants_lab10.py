@@ -32,7 +32,7 @@ def _warm(model, opt, batches, zero_after: bool = True):
 
 def step_answer(warm: bool = True, zero_after: bool = True, zero_inside: bool = False, copy_in: bool = True,
                 optimizer_inside: bool = True, reduction: str = "mean", previous: bool = False, eager: bool = False,
-                nan: bool = False, clone_out: bool = False):
+                nan: bool = False, clone_out: bool = False, zero_in_step: bool = False, recapture: bool = False):
     """A capture_train_step with one thing changed from the right answer (or none)."""
 
     def capture_train_step(model, opt, warmup_batches):
@@ -52,6 +52,17 @@ def step_answer(warm: bool = True, zero_after: bool = True, zero_inside: bool = 
                 opt.step()
 
         def step(x, y):
+            if zero_in_step:
+                opt.zero_grad(set_to_none=True)       # harmless: the graph writes the gradients in its pool
+            if recapture:                              # a fresh capture each step: eager work in disguise
+                fresh = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(fresh):
+                    opt.zero_grad(set_to_none=True)
+                    out = F.mse_loss(model(x), y)
+                    out.backward()
+                    opt.step()
+                fresh.replay()
+                return out
             if eager:
                 opt.zero_grad(set_to_none=True)
                 out = F.mse_loss(model(x), y)
@@ -89,6 +100,9 @@ STEP_ANSWERS = [
     Answer("eager steps, the graph captured and never replayed", "structure", step_answer(eager=True)),
     Answer("returns NaN", "bad value", step_answer(nan=True)),
     Answer("returns None", "hard-coded", lambda model, opt, batches: (lambda x, y: None)),
+    Answer("a new capture in every step", "structure", step_answer(recapture=True)),
+    Answer("zero_grad(set_to_none=True) in every step, the loss as a float (after the mutants)", "right",
+           step_answer(zero_in_step=True)),
 ]
 
 
@@ -102,7 +116,7 @@ def test_lab10_exercise1_train_step(lenient_checkers):
 
 
 def dropout_answer(register: bool = True, draw: str = "rand", keep_below_p: bool = False, scale: bool = True,
-                   mask_outside: bool = False, copy_x: bool = False):
+                   mask_outside: bool = False, copy_x: bool = False, as_list: bool = False):
     def capture_dropout(x, p, generator):
         import numpy as np
         import torch
@@ -123,11 +137,13 @@ def dropout_answer(register: bool = True, draw: str = "rand", keep_below_p: bool
                 keep = torch.from_numpy(np.random.rand(*x.shape) >= p).to(x.device, non_blocking=False)
             elif mask_outside:
                 keep = fixed
+            elif draw == "one row":
+                keep = torch.rand(x.shape[-1], device=x.device, generator=generator) >= p
             else:
                 u = torch.rand(x.shape, device=x.device, generator=generator)
                 keep = u < p if keep_below_p else u >= p
             out = source * keep / (1 - p) if scale else source * keep
-        return graph, out
+        return [graph, out] if as_list else (graph, out)
     return capture_dropout
 
 
@@ -142,6 +158,9 @@ DROPOUT_ANSWERS = [
     Answer("a NumPy mask", "hard-coded", dropout_answer(draw="numpy")),
     Answer("reads a copy of x made before the capture", "structure", dropout_answer(copy_x=True)),
     Answer("returns the input, no graph", "bad value", lambda x, p, g: x),
+    Answer("one mask row, broadcast over x", "structure", dropout_answer(draw="one row")),
+    Answer("torch.rand from the generator, returned as a list (after the mutants)", "right",
+           dropout_answer(as_list=True)),
 ]
 
 
@@ -156,7 +175,8 @@ def test_lab10_exercise2_dropout(lenient_checkers):
 
 def piecewise_answer(bucket_rule: str = "smallest", clone: bool = True, capture_attention: bool = False,
                      eager: bool = False, span_pieces: bool = False, copy_attention: bool = True,
-                     fixed_buckets: tuple | None = None, capture_in_run: bool = False):
+                     fixed_buckets: tuple | None = None, capture_in_run: bool = False, pad: int = 1,
+                     submodules_after: bool = False, cpu: bool = False):
     def build_piecewise(model, buckets):
         import torch
 
@@ -224,7 +244,7 @@ def piecewise_answer(bucket_rule: str = "smallest", clone: bool = True, capture_
                 bucket = next(b for b in sizes if b >= batch)
             if bucket not in sets:
                 sets[bucket] = capture(bucket)
-            padded = list(lengths) + [1] * (bucket - batch)
+            padded = list(lengths) + [pad] * (bucket - batch)
             if span_pieces:
                 static_x, attended, graphs, queries, out = sets[bucket]
                 static_x[:batch].copy_(x)
@@ -235,6 +255,14 @@ def piecewise_answer(bucket_rule: str = "smallest", clone: bool = True, capture_
                 return out[:batch].clone()
             static_x, attended, pieces = sets[bucket]
             static_x[:batch].copy_(x)
+            if submodules_after:                       # replays before(), then computes after() by hand, eagerly
+                h = static_x
+                for i, (before, q, _, _) in enumerate(pieces):
+                    before.replay()
+                    a = model.attention(i, q, padded)
+                    h = h + model.proj[i](a)
+                    h = h + model.mlp[i](model.norm2[i](h))
+                return h[:batch].clone()
             for i, (before, q, after, _) in enumerate(pieces):
                 if before is not None:
                     before.replay()
@@ -242,6 +270,8 @@ def piecewise_answer(bucket_rule: str = "smallest", clone: bool = True, capture_
                         attended.copy_(model.attention(i, q, padded))
                 after.replay()
             out = pieces[-1][3][:batch]
+            if cpu:
+                return out.cpu()
             return out.clone() if clone else out
         return run
     return build_piecewise
@@ -259,6 +289,10 @@ PIECEWISE_ANSWERS = [
            piecewise_answer(copy_attention=False)),
     Answer("the model run eagerly", "structure", piecewise_answer(eager=True)),
     Answer("graphs captured on first use, inside run", "structure", piecewise_answer(capture_in_run=True)),
+    Answer("lengths padded with 0", "bad value", piecewise_answer(pad=0)),
+    Answer("after() computed from the submodules, eagerly", "structure", piecewise_answer(submodules_after=True)),
+    Answer("the rows returned on the CPU", "unit", piecewise_answer(cpu=True)),
+    Answer("before and after graphs per layer (after the mutants)", "right", piecewise_answer()),
 ]
 
 
@@ -310,6 +344,15 @@ def half(x, state):
     return x * 0.5, state
 
 
+def as_a_list(x, state):
+    new_state = torch_lerp(state, x)
+    return [x * new_state, new_state]
+
+
+def torch_lerp(state, x):
+    return state.lerp(x.mean(), 0.1)                  # 0.9 * state + 0.1 * mean, written another way
+
+
 def not_compiled(x, state):
     import torch
 
@@ -326,6 +369,7 @@ COMPILE_ANSWERS = [
     Answer("0.9 and 0.1 swapped", "unit", decay_swapped),
     Answer("a constant scale", "hard-coded", half),
     Answer("compilation turned off inside", "structure", not_compiled),
+    Answer("lerp, returned as a list (after the mutants)", "right", as_a_list),
 ]
 
 

@@ -176,7 +176,7 @@ def graph_and_output(captured: object) -> tuple:
     """Unpack a learner's (torch.cuda.CUDAGraph, output tensor) answer, or fail saying what was expected."""
     import torch
 
-    if not (isinstance(captured, tuple) and len(captured) == 2 and isinstance(captured[0], torch.cuda.CUDAGraph)):
+    if not (isinstance(captured, (tuple, list)) and len(captured) == 2 and isinstance(captured[0], torch.cuda.CUDAGraph)):
         raise CheckFailed("return (graph, out): the torch.cuda.CUDAGraph and the output tensor that replays write, "
                           f"not {type(captured).__name__}")
     return captured

@@ -49,16 +49,27 @@ def _torch():
 
 
 class _no_tf32:
-    """float32 matmuls in full precision while a check runs, so eager and graphed runs compare tightly."""
+    """float32 matmuls in full precision while a check runs, so eager and graphed runs compare tightly.
+
+    Through `fp32_precision` where PyTorch has it (reading the older `allow_tf32` flags raises once a learner
+    has used the newer setting), else through `allow_tf32`."""
 
     def __enter__(self):
-        torch = _torch()
-        self.saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        backends = _torch().backends
+        self.new_api = hasattr(backends.cuda.matmul, "fp32_precision")
+        if self.new_api:
+            self.saved = backends.cuda.matmul.fp32_precision, backends.cudnn.conv.fp32_precision
+            backends.cuda.matmul.fp32_precision = backends.cudnn.conv.fp32_precision = "ieee"
+        else:
+            self.saved = backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32
+            backends.cuda.matmul.allow_tf32 = backends.cudnn.allow_tf32 = False
 
     def __exit__(self, *exc):
-        torch = _torch()
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.saved
+        backends = _torch().backends
+        if self.new_api:
+            backends.cuda.matmul.fp32_precision, backends.cudnn.conv.fp32_precision = self.saved
+        else:
+            backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32 = self.saved
 
 
 # ---- exercise 1: a whole training step in one graph ----------------------------------------------------------
@@ -99,7 +110,8 @@ def _batches(torch, n: int, batch: int, width: int, generator) -> list:
 
 # Operators a graphed step may still run eagerly: moving the batch in and reading the loss out.
 STEP_PLUMBING = {"copy", "slice", "select", "alias", "view", "detach", "clone", "_to_copy", "expand", "as_strided",
-                 "lift_fresh", "_local_scalar_dense", "t", "unsqueeze", "squeeze", "empty_like", "empty"}
+                 "lift_fresh", "_local_scalar_dense", "t", "unsqueeze", "squeeze", "empty_like", "empty",
+                 "_record_function_enter_new", "_record_function_exit"}   # profiler ranges (opt.zero_grad has one)
 STEP_HINT = ("warm up on a side stream (three steps, each with zero_grad(set_to_none=True)) before capturing, so "
              "the optimizer's state exists; set the grads to None right before the capture; capture forward, "
              "backward and opt.step() in one torch.cuda.graph; step(x, y) copies x and y into the static inputs, "
@@ -147,6 +159,9 @@ def check_train_step(capture_train_step: Callable, seed: int | None = None) -> s
             with counting_graph_calls() as calls, counting_ops() as ops:
                 out = step(x.clone(), y.clone())       # fresh tensors: a step that rebinds instead of copying fails
             graphed.append(_loss_value(out, k))
+            if calls["captures"]:
+                raise CheckFailed(f"step {k} captured a graph: capture once, in capture_train_step, and only replay "
+                                  "in step", hint=STEP_HINT)
             if calls["replays"] == 0:
                 raise CheckFailed(f"step {k} replayed no graph", hint="step(x, y) must copy the batch into the static "
                                   "inputs and call graph.replay(); the graph does the work")
@@ -214,8 +229,9 @@ def check_dropout_graph(capture_dropout: Callable, seed: int | None = None) -> s
     torch = _torch()
     rng = random.Random(seed)
     p = rng.choice((0.2, 0.3, 0.35, 0.65, 0.7, 0.8))            # never 0.5: keeping p instead of 1 - p must show
-    n = rng.choice((3, 5, 6)) << 14
-    x = torch.rand(n, device="cuda") + 0.5                       # positive, so out == 0 exactly where dropped
+    rows = rng.choice((3, 4, 6))
+    n = rows << 14
+    x = torch.rand(rows, n // rows, device="cuda") + 0.5          # positive, so out == 0 exactly where dropped
     generator = torch.Generator(device="cuda").manual_seed(rng.randrange(1 << 30))
     try:
         graph, out = graph_and_output(capture_dropout(x, p, generator))
@@ -229,6 +245,9 @@ def check_dropout_graph(capture_dropout: Callable, seed: int | None = None) -> s
     seed_a, seed_b = rng.randrange(1 << 30), rng.randrange(1 << 30)
     generator.manual_seed(seed_a)
     first = _masks(torch, graph, out, 4)
+    if torch.equal(first[0][0], first[0][1]):
+        raise CheckFailed(f"rows 0 and 1 of x ({rows} rows) got the same mask: the mask must cover every element",
+                          hint="draw the mask with x's whole shape: torch.rand(x.shape, ...)")
     repeats = sum(bool(torch.equal(first[i], first[i + 1])) for i in range(3))
     if repeats:
         raise CheckFailed(f"{repeats} of 3 consecutive replays drew the same mask: the mask is frozen into the graph",
@@ -259,7 +278,7 @@ def check_dropout_graph(capture_dropout: Callable, seed: int | None = None) -> s
     other = _masks(torch, graph, out, 1)[0]
     if torch.equal(other, first[0]):
         raise CheckFailed("another seed gave the same mask", hint=DROPOUT_HINT)
-    x.copy_(torch.rand(n, device="cuda") + 2.0)                   # the graph must read x itself, every replay
+    x.copy_(torch.rand_like(x) + 2.0)                              # the graph must read x itself, every replay
     graph.replay()
     torch.cuda.synchronize()
     kept_now = out != 0
@@ -294,7 +313,11 @@ class PiecewiseModel:
                                  for _ in range(layers)).cuda()
         self.k = torch.randn(layers, max_batch, max_ctx, width, device="cuda") / 4
         self.v = torch.randn(layers, max_batch, max_ctx, width, device="cuda") / 4
-        self.notes: dict[str, list] = {"eager pieces": [], "captured attention": 0, "attention batch": []}
+        self.notes: dict[str, list] = {"eager pieces": [], "captured attention": 0, "attention batch": [],
+                                       "shortest length": []}
+        for name in ("norm1", "norm2", "qkv", "proj", "mlp"):          # the pieces' parts, called directly too
+            for module in getattr(self, name):
+                module.register_forward_pre_hook(lambda module, args, name=name: self._note(name))
 
     def _note(self, piece: str) -> None:
         if not _torch().cuda.is_current_stream_capturing():
@@ -315,6 +338,7 @@ class PiecewiseModel:
             self.notes["captured attention"] += 1
         else:
             self.notes["attention batch"].append(q.shape[0])
+            self.notes["shortest length"].append(min(lengths))
         b, span, h = q.shape[0], max(lengths), self.heads
         if len(lengths) != b:
             raise ValueError(f"attention got {len(lengths)} lengths for {b} rows: give one length per row (pad)")
@@ -353,6 +377,12 @@ def _bucket_draw(rng: random.Random) -> tuple[int, ...]:
             return buckets
 
 
+def _same_kind(torch, out: object, expected) -> bool:
+    """Whether a learner's answer is a tensor of the expected shape on the expected device."""
+    return (isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(expected.shape)
+            and out.device == expected.device)
+
+
 @exercise("Exercise 3: piecewise graphs per bucket", PIECEWISE_HINT)
 def check_piecewise(build_piecewise: Callable, seed: int | None = None) -> str:
     """Every batch size up to the largest bucket against the eager model, kept until the end; how pieces ran."""
@@ -386,36 +416,42 @@ def check_piecewise(build_piecewise: Callable, seed: int | None = None) -> str:
                 expected = model.forward(x, lengths).clone()
                 model.notes["eager pieces"].clear()
                 model.notes["attention batch"].clear()
+                model.notes["shortest length"].clear()
+                replays_before = calls["replays"]
                 out = run(x, lengths)
                 if model.notes["eager pieces"]:
                     raise CheckFailed(f"batch {batch}: before()/after() ran eagerly "
                                       f"{len(model.notes['eager pieces'])} times: run() must replay them",
                                       hint=PIECEWISE_HINT)
+                if calls["replays"] - replays_before < model.layers + 1:
+                    raise CheckFailed(f"batch {batch}: {calls['replays'] - replays_before} graph replays for "
+                                      f"{model.layers} layers; the pieces around {model.layers} attentions are at "
+                                      f"least {model.layers + 1} graphs", hint=PIECEWISE_HINT)
+                if min(model.notes["shortest length"], default=1) < 1:
+                    raise CheckFailed(f"batch {batch}: attention got a length of 0: a padding row with nothing to "
+                                      "attend to gives NaN", hint="pad the lengths with 1 up to the bucket size")
                 bucket = next(b for b in buckets if b >= batch)
                 seen = set(model.notes["attention batch"])
                 if seen != {bucket}:
                     raise CheckFailed(f"batch {batch} belongs in bucket {bucket} of {buckets}, but attention ran on "
                                       f"{sorted(seen) or 'nothing'} rows", hint="pick the smallest bucket that holds "
                                       "the batch (not the largest, not the exact size) and run everything at its shape")
-                kept.append((batch, out, expected))
+                at_once = (out - expected).abs().max().item() if _same_kind(torch, out, expected) else None
+                kept.append((batch, out, expected, at_once))
         if calls["captures"]:
             raise CheckFailed(f"run() captured {calls['captures']} graphs: capture every bucket in build_piecewise, "
                               "before serving")
-    for batch, out, expected in kept:
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(expected.shape):
+    for batch, out, expected, at_once in kept:
+        if not _same_kind(torch, out, expected):
             raise CheckFailed(f"batch {batch}: run returned {type(out).__name__} "
-                              f"{tuple(getattr(out, 'shape', ()))}; return the output rows, shaped {tuple(expected.shape)}")
+                              f"{tuple(getattr(out, 'shape', ()))} on {getattr(out, 'device', None)}; return the "
+                              f"output rows on the GPU, shaped {tuple(expected.shape)}")
         error = (out - expected).abs().max().item()
         if not error <= 1e-4:
-            later = [b for b, o, e in kept if (o - e).abs().max().item() <= 1e-4]
             hint = PIECEWISE_HINT
-            if error != error:
-                hint = "NaN in the output: pad the lengths of the padding rows with 1, not 0 (softmax over nothing)"
-            elif kept[-1][0] == batch or not later:
-                hint = PIECEWISE_HINT
-            else:
-                hint = ("an answer changed after later calls: return a clone of the static output; the next replay "
-                        "overwrites it")
+            if at_once is not None and at_once <= 1e-4:
+                hint = ("the answer was right when run returned it and changed after later calls: return a clone "
+                        "of the static output; the next replay overwrites it")
             raise CheckFailed(f"batch {batch}: differs from the eager model by {error:.3g} (compared after every batch "
                               "size had run)", hint=hint)
     return (f"buckets {buckets}, {layers} layers: batch sizes 1 to {buckets[-1]} match the eager model; pieces "
@@ -469,7 +505,7 @@ def check_compile_fix(ema_scale_fixed: Callable, seed: int | None = None) -> str
         torch.compiler.cudagraph_mark_step_begin()        # a new step: earlier outputs are ours to keep
         before, x_before = state.clone(), xs[k].clone()
         result = compiled(xs[k], state)
-        if not (isinstance(result, tuple) and len(result) == 2):
+        if not (isinstance(result, (tuple, list)) and len(result) == 2):
             raise CheckFailed(f"ema_scale_fixed returned {type(result).__name__}; return (y, new_state)")
         y, new_state = result
         if not torch.equal(before, state) or not torch.equal(x_before, xs[k]):
