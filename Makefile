@@ -19,7 +19,7 @@ PY_VERSION ?= 3.12
 # Labs executed at once in the GPU tier: their stubs fail whatever the GPU is doing, so they may share it.
 LAB_WORKERS ?= 4
 
-.PHONY: lab test test-cpu test-gpu reference labs lint site wheelhouse clean
+.PHONY: lab test test-cpu test-gpu reference labs grade lint site wheelhouse clean
 
 $(VENV)/.installed: pyproject.toml utils/bootstrap.sh
 	utils/bootstrap.sh $(VENV)
@@ -56,6 +56,10 @@ test-gpu: $(SETUP)
 
 reference: $(SETUP)
 	$(PY) -m launchlab.reference_run $(NOTEBOOKS)
+
+# Grade learners' labs, a verdict per exercise: make grade NOTEBOOKS="class/*/09_*.ipynb" GRADES=grades.json
+grade: $(SETUP)
+	$(PY) -m launchlab.grade $(NOTEBOOKS) $(if $(GRADES),--json $(GRADES))
 
 labs: $(SETUP)
 	$(PY) -m launchlab.labs

@@ -1,0 +1,97 @@
+"""The grading command: a verdict per exercise for solutions, generated labs, wrong answers, hangs and crashes.
+
+Lab 09's exercise 4 runs on a CPU, so these tests run its notebooks for real; its GPU exercises are graded
+"needs a GPU" here (the tests grade as a machine without a GPU, whatever this one has).
+"""
+
+import json
+
+import nbformat
+import pytest
+
+from launchlab import grade
+from launchlab.env import repo_root
+
+ROOT = repo_root()
+SOLUTION = ROOT / "solutions" / "09_past_graphs.ipynb"
+LAB = ROOT / "labs" / "09_past_graphs.ipynb"
+RUNG = "Exercise 4: pick the rung"
+GPU_EXERCISES = ["Exercise 1: place the wait and the trigger", "Exercise 2: a PDL chain in a captured graph",
+                 "Exercise 3: the grid barrier of a persistent kernel"]
+
+
+def planted(tmp_path, name: str, change) -> str:
+    """A copy of solution 09, next to nothing else, with `change(nb)` applied; its path."""
+    nb = nbformat.read(SOLUTION, as_version=4)
+    change(nb)
+    path = tmp_path / name
+    nbformat.write(nb, path)
+    return path
+
+
+def answer_cell(nb, marker: str):
+    return next(c for c in nb.cells if c.cell_type == "code" and marker in c.source)
+
+
+@pytest.mark.slow
+def test_the_solution_passes_and_the_generated_lab_is_not_attempted():
+    solved, lab = grade.grade(SOLUTION, have=0), grade.grade(LAB, have=0)
+    assert solved["status"] == lab["status"] == "finished"
+    assert solved["exercises"][RUNG]["verdict"] == grade.PASS
+    assert lab["exercises"][RUNG]["verdict"] == grade.NOT_ATTEMPTED
+    for graded in (solved, lab):
+        assert [graded["exercises"][n]["verdict"] for n in GPU_EXERCISES] == [grade.NEEDS_GPU] * 3
+
+
+@pytest.mark.slow
+def test_a_wrong_answer_fails_with_the_checkers_detail_and_hint(tmp_path):
+    def always_graph(nb):
+        cell = answer_cell(nb, "def choose_rung")
+        cell.source = cell.source.replace("    allowed = {", '    return "graph"\n    allowed = {')
+
+    graded = grade.grade(planted(tmp_path, "wrong.ipynb", always_graph), have=0)
+    entry = graded["exercises"][RUNG]
+    assert entry["verdict"] == grade.FAIL and entry["detail"] and entry["hint"]
+
+
+@pytest.mark.slow
+def test_a_notebook_that_hangs_is_reported_and_the_next_one_still_graded(tmp_path, capsys):
+    def hangs(nb):
+        answer_cell(nb, "def choose_rung").source += "\n\nimport time\ntime.sleep(600)"
+
+    def dies(nb):
+        answer_cell(nb, "def choose_rung").source += "\n\nimport os\nos._exit(3)"
+
+    out = tmp_path / "class.json"
+    paths = [planted(tmp_path, "hangs.ipynb", hangs), planted(tmp_path, "dies.ipynb", dies), SOLUTION]
+    assert grade.main([*map(str, paths), "--timeout", "25", "--json", str(out)]) == 0
+    grades = {g["notebook"]: g for g in json.loads(out.read_text())}
+    hung, died, fine = (grades[str(p)] for p in paths)
+    assert hung["status"] == "timed out" and hung["exercises"][RUNG]["verdict"] == grade.TIMED_OUT
+    assert died["exercises"][RUNG]["verdict"] == grade.ERROR
+    assert fine["exercises"][RUNG]["verdict"] == grade.PASS
+    table = capsys.readouterr().out
+    assert "timed out" in table and "E4: Exercise 4: pick the rung" in table
+
+
+def test_a_verdict_stored_in_the_notebook_is_read_only_from_its_own_checker():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("## Exercise 1: one"),
+        nbformat.v4.new_code_cell("check.check_one(f)"),
+        nbformat.v4.new_markdown_cell("## Exercise 2: two"),
+        nbformat.v4.new_code_cell("check.check_two(g)"),
+    ])
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text=(
+        "FAIL [Exercise 1: one] not implemented yet (Exercise 1: one)\n  Hint: write it\n"
+        "PASS [Exercise 2: two] printed by the wrong cell\n"))]
+    nb.cells[1].execution_count = 1
+    nb.cells[3].execution_count = 2
+    graded = grade.verdicts_of(nb, have=0)
+    assert graded["Exercise 1: one"] == {"verdict": grade.NOT_ATTEMPTED,
+                                         "detail": "not implemented yet (Exercise 1: one)", "hint": "write it"}
+    assert graded["Exercise 2: two"]["verdict"] == grade.ERROR
+
+
+def test_a_missing_notebook_is_a_clear_message(capsys):
+    assert grade.main(["no/such/lab.ipynb"]) == 2
+    assert "no such notebook: no/such/lab.ipynb" in capsys.readouterr().err
