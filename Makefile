@@ -19,7 +19,7 @@ PY_VERSION ?= 3.12
 # Labs executed at once in the GPU tier: their stubs fail whatever the GPU is doing, so they may share it.
 LAB_WORKERS ?= 4
 
-.PHONY: lab test test-cpu test-gpu reference labs grade lint site wheelhouse clean
+.PHONY: lab test test-cpu test-gpu reference labs grade lint figures site wheelhouse clean
 
 $(VENV)/.installed: pyproject.toml utils/bootstrap.sh
 	utils/bootstrap.sh $(VENV)
@@ -61,6 +61,10 @@ reference: $(SETUP)
 grade: $(SETUP)
 	$(PY) -m launchlab.grade $(NOTEBOOKS) $(if $(GRADES),--json $(GRADES))
 
+# Every figure on every GPU with a report, plus your runs/ files (or RUNS="a.json b.json"), into across_gpus/.
+figures: $(SETUP)
+	$(PY) -m launchlab.figures across_gpus $(if $(RUNS),--run $(RUNS))
+
 labs: $(SETUP)
 	$(PY) -m launchlab.labs
 	$(PY) -m launchlab.syllabus
@@ -69,6 +73,7 @@ labs: $(SETUP)
 # the table of contents is written from the notebooks on disk; any warning (a broken page) fails the build.
 site: $(SETUP)
 	@$(PY) -c "import jupyter_book" 2>/dev/null || $(PY) -m pip install -q "jupyter-book>=1.0.4,<2"
+	$(PY) -m launchlab.figures across_gpus
 	$(PY) -m launchlab.site_toc _build/_toc.yml
 	rm -rf _build/html _build/.doctrees _build/jupyter_execute
 	$(PY) -c "from jupyter_book.cli.main import main; main()" build . --config site/_config.yml \

@@ -1,6 +1,7 @@
 """The reading site's table of contents, written from the notebooks on disk so it cannot drift from them.
 
-`python -m launchlab.site_toc PATH` writes it (make site does, into _build/); lectures then solutions.
+`python -m launchlab.site_toc PATH` writes it (make site does, into _build/); lectures, solutions, then the
+page of every figure across GPUs when across_gpus/ holds it.
 """
 
 from __future__ import annotations
@@ -11,9 +12,13 @@ from pathlib import Path
 from .env import repo_root
 from .notebooks import course_notebooks
 
+# The page of every figure across GPUs, as launchlab.figures writes it (a name here, not an import of that
+# module, so the table of contents never loads matplotlib).
+ACROSS_GPUS = "across_gpus"
+
 
 def toc_text(root: Path | None = None) -> str:
-    """A jb-book table of contents: the README as the landing page, lectures, then solutions."""
+    """A jb-book table of contents: the README as the landing page, lectures, solutions, then every figure."""
     root = root or repo_root()
     lines = ["# Written by `python -m launchlab.site_toc` from the notebooks on disk.", "format: jb-book",
              "root: README", "parts:"]
@@ -22,6 +27,9 @@ def toc_text(root: Path | None = None) -> str:
         if files:
             lines += [f"  - caption: {caption}", "    chapters:"]
             lines += [f"      - file: {folder}/{p.stem}" for p in files]
+    # Every figure across GPUs, when `python -m launchlab.figures across_gpus` has written it (make site does).
+    if (root / ACROSS_GPUS / "index.md").exists():
+        lines += ["  - caption: Across GPUs", "    chapters:", f"      - file: {ACROSS_GPUS}/index"]
     return "\n".join(lines) + "\n"
 
 
