@@ -19,7 +19,7 @@ PY_VERSION ?= 3.12
 # Labs executed at once in the GPU tier: their stubs fail whatever the GPU is doing, so they may share it.
 LAB_WORKERS ?= 4
 
-.PHONY: lab test test-cpu test-gpu reference labs grade lint figures site wheelhouse clean
+.PHONY: lab test test-cpu test-gpu reference labs grade lint figures slides site wheelhouse clean
 
 $(VENV)/.installed: pyproject.toml utils/bootstrap.sh
 	utils/bootstrap.sh $(VENV)
@@ -42,6 +42,7 @@ lint: $(SETUP)
 test-cpu: $(SETUP) lint
 	$(PY) -m launchlab.labs --check
 	$(PY) -m launchlab.syllabus --check
+	$(PY) -m launchlab.slides --check
 	LAUNCHLAB_TIER=cpu $(PYTEST) tests $(NBVAL) -m "not gpu"
 
 # The GPU tier: the reference run executes every notebook and solution once, strictly (claims must hold,
@@ -64,6 +65,12 @@ grade: $(SETUP)
 # Every figure on every GPU with a report, plus your runs/ files (or RUNS="a.json b.json"), into across_gpus/.
 figures: $(SETUP)
 	$(PY) -m launchlab.figures across_gpus $(if $(RUNS),--run $(RUNS))
+
+# Slides: every lecture's slide metadata (live in JupyterLab: open a lecture, Alt+R), and a static reveal.js
+# deck per lecture from its stored outputs, in _build/slides/, with reveal.js beside them (from npm, once).
+slides: $(SETUP)
+	$(PY) -m launchlab.slides --write
+	$(PY) -m launchlab.slides --build _build/slides --reveal _build/slides/offline
 
 labs: $(SETUP)
 	$(PY) -m launchlab.labs

@@ -243,3 +243,37 @@ def test_the_start_page_opens_a_lab_from_its_syllabus(page, jupyterlab, shot_on_
     page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown h1",
                  has_text="Lab 03").first.wait_for()
     page.screenshot(path=str(_screenshot_dir() / "start_page_opened_lab03.png"))
+
+
+def test_a_lecture_deck_shows_a_slide_with_its_stored_plot(page, tmp_path, shot_on_failure):
+    from launchlab import slides
+
+    try:                                       # reveal.js beside the deck, as `make slides` puts it
+        reveal = slides.fetch_reveal(results_dir() / "slides_offline")
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        if os.environ.get("LAUNCHLAB_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"the deck test needs reveal.js: {exc}")
+        pytest.skip(f"the deck test needs reveal.js: {exc}")
+    (deck,) = slides.build(tmp_path, [ROOT / "notebooks" / "09_past_graphs.ipynb"], reveal=reveal)
+    page.goto(deck.as_uri())
+    page.wait_for_selector(".reveal.ready")     # reveal.js (loaded through require.js) has laid the deck out
+    # go to the first slide holding a stored plot, as a presenter would (by its address), and see the plot
+    address = page.evaluate("""() => {
+        const slide = document.querySelector('.reveal .slides section img').closest('section');
+        const top = slide.parentElement.tagName === 'SECTION' ? slide.parentElement : slide;
+        const h = [...top.parentElement.children].indexOf(top);
+        const v = top === slide ? 0 : [...top.children].indexOf(slide);
+        return '#/' + h + '/' + v;
+    }""")
+    page.goto(deck.as_uri() + address)
+    plot = page.locator(".reveal .slides section.present img").first
+    plot.wait_for(state="visible")
+    plot.scroll_into_view_if_needed()          # long slides scroll, as a presenter scrolls them
+    # decoded, and on screen once the slide transition is over (not merely present in the page)
+    page.wait_for_function("""img => {
+        const box = img.getBoundingClientRect();
+        return img.complete && img.naturalWidth > 100 && box.width > 100 && box.left >= 0 && box.top >= 0
+            && box.right <= window.innerWidth && box.top < window.innerHeight;
+    }""", arg=plot.element_handle())
+    assert page.locator(".reveal .slides > section").count() >= 8
+    page.screenshot(path=str(_screenshot_dir() / "deck_09_plot_slide.png"))
