@@ -81,6 +81,7 @@ labs: $(SETUP)
 site: $(SETUP)
 	@$(PY) -c "import jupyter_book" 2>/dev/null || $(PY) -m pip install -q "jupyter-book>=1.0.4,<2"
 	$(PY) -m launchlab.figures across_gpus
+	$(PY) -m launchlab.guide instructors
 	$(PY) -m launchlab.site_toc _build/_toc.yml
 	rm -rf _build/html _build/.doctrees _build/jupyter_execute
 	$(PY) -c "from jupyter_book.cli.main import main; main()" build . --config site/_config.yml \

@@ -95,3 +95,13 @@ def test_a_verdict_stored_in_the_notebook_is_read_only_from_its_own_checker():
 def test_a_missing_notebook_is_a_clear_message(capsys):
     assert grade.main(["no/such/lab.ipynb"]) == 2
     assert "no such notebook: no/such/lab.ipynb" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_on_a_gpu_every_exercise_of_a_solution_passes_and_none_of_its_lab_is_attempted():
+    solved = grade.grade(ROOT / "solutions" / "10_graphs_in_real_code.ipynb")
+    lab = grade.grade(ROOT / "labs" / "10_graphs_in_real_code.ipynb")
+    assert len(solved["exercises"]) == len(lab["exercises"]) == 4
+    assert {e["verdict"] for e in solved["exercises"].values()} == {grade.PASS}, solved
+    assert {e["verdict"] for e in lab["exercises"].values()} == {grade.NOT_ATTEMPTED}, lab

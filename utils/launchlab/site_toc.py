@@ -15,6 +15,7 @@ from .notebooks import course_notebooks
 # The page of every figure across GPUs, as launchlab.figures writes it (a name here, not an import of that
 # module, so the table of contents never loads matplotlib).
 ACROSS_GPUS = "across_gpus"
+INSTRUCTORS = "instructors"
 
 
 def toc_text(root: Path | None = None) -> str:
@@ -30,6 +31,11 @@ def toc_text(root: Path | None = None) -> str:
     # Every figure across GPUs, when `python -m launchlab.figures across_gpus` has written it (make site does).
     if (root / ACROSS_GPUS / "index.md").exists():
         lines += ["  - caption: Across GPUs", "    chapters:", f"      - file: {ACROSS_GPUS}/index"]
+    # The instructor's guide, when `python -m launchlab.guide instructors` has written it (make site does).
+    guides = sorted(p.stem for p in (root / INSTRUCTORS).glob("[0-9][0-9].md"))
+    if guides:
+        lines += ["  - caption: For instructors", "    chapters:", f"      - file: {INSTRUCTORS}/index"]
+        lines += [f"      - file: {INSTRUCTORS}/{stem}" for stem in guides]
     return "\n".join(lines) + "\n"
 
 
