@@ -62,16 +62,19 @@ def test_a_notebook_that_hangs_is_reported_and_the_next_one_still_graded(tmp_pat
     def dies(nb):
         answer_cell(nb, "def choose_rung").source += "\n\nimport os\nos._exit(3)"
 
-    out = tmp_path / "class.json"
-    paths = [planted(tmp_path, "hangs.ipynb", hangs), planted(tmp_path, "dies.ipynb", dies), SOLUTION]
-    assert grade.main([*map(str, paths), "--timeout", "25", "--json", str(out)]) == 0
-    grades = {g["notebook"]: g for g in json.loads(out.read_text())}
-    hung, died, fine = (grades[str(p)] for p in paths)
+    hung = grade.grade(planted(tmp_path, "hangs.ipynb", hangs), timeout_s=20, have=0)
     assert hung["status"] == "timed out" and hung["exercises"][RUNG]["verdict"] == grade.TIMED_OUT
+    out = tmp_path / "class.json"
+    paths = [planted(tmp_path, "dies.ipynb", dies), tmp_path / "unreadable.ipynb", SOLUTION]
+    paths[1].write_text("{ not a notebook")
+    assert grade.main([*map(str, paths), "--json", str(out)]) == 0
+    grades = {g["notebook"]: g for g in json.loads(out.read_text())}
+    died, unreadable, fine = (grades[str(p)] for p in paths)
     assert died["exercises"][RUNG]["verdict"] == grade.ERROR
+    assert unreadable["status"].startswith("unreadable") and not unreadable["exercises"]
     assert fine["exercises"][RUNG]["verdict"] == grade.PASS
     table = capsys.readouterr().out
-    assert "timed out" in table and "E4: Exercise 4: pick the rung" in table
+    assert "unreadable" in table and "E4: Exercise 4: pick the rung" in table
 
 
 def test_a_verdict_stored_in_the_notebook_is_read_only_from_its_own_checker():
@@ -80,16 +83,23 @@ def test_a_verdict_stored_in_the_notebook_is_read_only_from_its_own_checker():
         nbformat.v4.new_code_cell("check.check_one(f)"),
         nbformat.v4.new_markdown_cell("## Exercise 2: two"),
         nbformat.v4.new_code_cell("check.check_two(g)"),
+        nbformat.v4.new_markdown_cell("## Exercise 3: three"),
+        nbformat.v4.new_code_cell("check.check_three(h)"),
     ])
+    nb.cells[5].outputs = [nbformat.v4.new_output("stream", name="stdout", text=(
+        "FAIL [Exercise 3: three] not implemented yet (Could not run 'aten::foo' with arguments from the 'Meta' "
+        "backend)\n"))]
+    nb.cells[5].execution_count = 3
     nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text=(
-        "FAIL [Exercise 1: one] not implemented yet (Exercise 1: one)\n  Hint: write it\n"
+        "FAIL [Exercise 1: one] not implemented yet (Exercise 1: one: replace this line with your code)\n"
+        "  Hint: write it\n"
         "PASS [Exercise 2: two] printed by the wrong cell\n"))]
     nb.cells[1].execution_count = 1
     nb.cells[3].execution_count = 2
     graded = grade.verdicts_of(nb, have=0)
-    assert graded["Exercise 1: one"] == {"verdict": grade.NOT_ATTEMPTED,
-                                         "detail": "not implemented yet (Exercise 1: one)", "hint": "write it"}
+    assert graded["Exercise 1: one"]["verdict"] == grade.NOT_ATTEMPTED and graded["Exercise 1: one"]["hint"] == "write it"
     assert graded["Exercise 2: two"]["verdict"] == grade.ERROR
+    assert graded["Exercise 3: three"]["verdict"] == grade.FAIL   # a library's NotImplementedError is an attempt
 
 
 def test_a_missing_notebook_is_a_clear_message(capsys):

@@ -30,7 +30,7 @@ PASS, FAIL, NOT_ATTEMPTED, ERROR, NEEDS_GPU, TIMED_OUT = (
 EXERCISE = re.compile(r"^#+\s*(Exercise\b.*?)\s*$", re.MULTILINE)
 VERDICT_LINE = re.compile(rf"^({PASS_MARK}|{FAIL_MARK}) \[(Exercise[^\]]*)\] ?(.*)$", re.MULTILINE)
 HINT_LINE = re.compile(r"^\s*Hint: (.*)$", re.MULTILINE)
-STUB = "not implemented yet"
+STUB = ": replace this line with your code"   # what a lab's stub raises (launchlab.labs), after the exercise
 
 # The child executes the notebook (errors allowed, every cell under a deadline) and saves it with its outputs.
 _EXECUTE = """
@@ -93,7 +93,8 @@ def verdicts_of(nb: nbformat.NotebookNode, have: int, status: str = "finished") 
         if mine:
             mark, detail = mine[-1].group(1), mine[-1].group(3)
             hint = HINT_LINE.search(text[mine[-1].end():])
-            verdict = PASS if mark == PASS_MARK else NOT_ATTEMPTED if detail.startswith(STUB) else FAIL
+            # only the lab's own stub is "not attempted": a NotImplementedError from a library is a FAIL
+            verdict = PASS if mark == PASS_MARK else NOT_ATTEMPTED if f"{name}{STUB}" in detail else FAIL
             graded[name] = {"verdict": verdict, "detail": detail, "hint": hint.group(1) if hint else ""}
         elif _error(cell):
             graded[name] = {"verdict": ERROR, "detail": _error(cell), "hint": "the checker cell raised: run the "
@@ -176,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     grades = []
     for path in args.notebooks:
         print(f"grading {path} ...", file=sys.stderr, flush=True)
-        grades.append(grade(path, args.timeout, args.cell_timeout))
+        try:
+            grades.append(grade(path, args.timeout, args.cell_timeout))
+        except (OSError, ValueError, nbformat.ValidationError) as exc:   # unreadable: report it, grade the rest
+            grades.append({"notebook": str(path), "seconds": 0.0, "status": f"unreadable ({type(exc).__name__})",
+                           "exercises": {}})
     print(table(grades))
     for g in grades:
         for name, entry in g["exercises"].items():

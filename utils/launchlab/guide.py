@@ -151,6 +151,8 @@ def write(out_dir: Path, root: Path | None = None) -> list[Path]:
     root = root or repo_root()
     cols = figures.columns(root, [])           # the reference runs only: a guide quotes no learner's run
     out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.glob("[0-9][0-9].md"):   # a guide removed from guides/ must not keep its page
+        stale.unlink()
     written = []
     for source in sources(root):
         number = source.stem
