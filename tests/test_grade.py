@@ -102,6 +102,11 @@ def test_a_verdict_stored_in_the_notebook_is_read_only_from_its_own_checker():
     assert graded["Exercise 3: three"]["verdict"] == grade.FAIL   # a library's NotImplementedError is an attempt
 
 
+def test_a_json_path_in_no_folder_is_refused_before_grading(capsys):
+    assert grade.main([str(SOLUTION), "--json", "/no/such/folder/grades.json"]) == 2
+    assert "no folder /no/such/folder" in capsys.readouterr().err
+
+
 def test_a_missing_notebook_is_a_clear_message(capsys):
     assert grade.main(["no/such/lab.ipynb"]) == 2
     assert "no such notebook: no/such/lab.ipynb" in capsys.readouterr().err

@@ -33,8 +33,8 @@ def test_the_mistakes_come_from_the_mutation_suite_by_exercise():
 def test_a_plan_that_does_not_fill_the_session_is_refused(tmp_path):
     bad = tmp_path / "guides" / "09.yml"
     bad.parent.mkdir()
-    bad.write_text("goals: [a]\nplan: [[45, x]]\ndemos: [{title: t, cell: c04, say: s}]\n"
-                   "when_a_claim_fails: w\nquestions: [q]\n")
+    bad.write_text("goals: [a, b, c]\nplan: [[45, x]]\ndemos: [{title: t, cell: c04, say: s}, {title: u, cell: c08, "
+                   "say: s}]\nwhen_a_claim_fails: w\nquestions: [q, r, s]\n")
     with pytest.raises(ValueError, match="45 minutes, not 50"):
         guide.load(bad)
 
@@ -44,3 +44,11 @@ def test_a_demo_naming_a_figure_its_lecture_does_not_record_is_refused():
     data["demos"] = [{**data["demos"][0], "figures": ["no_such_figure"]}]
     with pytest.raises(ValueError, match="does not record"):
         guide.page(ROOT, "09", data, [])
+
+
+def test_a_guide_with_one_demo_is_refused(tmp_path):
+    bad = tmp_path / "09.yml"
+    bad.write_text("goals: [a, b, c]\nplan: [[50, x]]\ndemos: [{title: t, cell: c04, say: s}]\n"
+                   "when_a_claim_fails: w\nquestions: [q, r, s]\n")
+    with pytest.raises(ValueError, match="demos should be a list of 2 to 3"):
+        guide.load(bad)

@@ -174,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"no such notebook: {', '.join(missing)}", file=sys.stderr)
         return 2
+    if args.json and not args.json.parent.is_dir():
+        print(f"--json {args.json}: no folder {args.json.parent} to write it in", file=sys.stderr)
+        return 2
     grades = []
     for path in args.notebooks:
         print(f"grading {path} ...", file=sys.stderr, flush=True)
@@ -182,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError, nbformat.ValidationError) as exc:   # unreadable: report it, grade the rest
             grades.append({"notebook": str(path), "seconds": 0.0, "status": f"unreadable ({type(exc).__name__})",
                            "exercises": {}})
+        if args.json:                                 # after every notebook, so a long class run keeps its grades
+            args.json.write_text(json.dumps(grades, indent=1) + "\n", encoding="utf-8")
     print(table(grades))
     for g in grades:
         for name, entry in g["exercises"].items():
@@ -189,7 +194,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n{g['notebook']}, {name}: {entry['verdict']}: {entry['detail']}"
                       + (f"\n  Hint: {entry['hint']}" if entry["hint"] else ""))
     if args.json:
-        args.json.write_text(json.dumps(grades, indent=1) + "\n", encoding="utf-8")
         print(f"\nwrote {args.json}")
     return 0
 

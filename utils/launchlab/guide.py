@@ -39,6 +39,17 @@ def load(path: Path) -> dict:
     missing = [k for k in ("goals", "plan", "demos", "when_a_claim_fails", "questions") if not data.get(k)]
     if missing:
         raise ValueError(f"{path}: missing {', '.join(missing)} (see guides/README.md)")
+    counts = {"goals": (3, 4), "demos": (2, 3), "questions": (3, 3)}
+    for key, (low, high) in counts.items():
+        if not isinstance(data[key], list) or not low <= len(data[key]) <= high:
+            raise ValueError(f"{path}: {key} should be a list of {low}" + (f" to {high}" if high > low else "")
+                             + " entries")
+    bad_demo = next((d for d in data["demos"] if not (isinstance(d, dict) and d.get("title") and d.get("cell")
+                                                      and d.get("say"))), None)
+    if bad_demo is not None:
+        raise ValueError(f"{path}: every demo needs a title, a cell and what to say; got {bad_demo!r:.80}")
+    if not all(isinstance(row, list) and len(row) == 2 and isinstance(row[0], int) for row in data["plan"]):
+        raise ValueError(f"{path}: every plan row is [minutes, \"what happens\"]")
     minutes = sum(int(m) for m, _ in data["plan"])
     if minutes != PLAN_MINUTES:
         raise ValueError(f"{path}: the plan takes {minutes} minutes, not {PLAN_MINUTES}")
