@@ -80,7 +80,7 @@ labs: $(SETUP)
 # the table of contents is written from the notebooks on disk; any warning (a broken page) fails the build.
 site: $(SETUP)
 	@$(PY) -c "import jupyter_book" 2>/dev/null || $(PY) -m pip install -q "jupyter-book>=1.0.4,<2"
-	$(PY) -m launchlab.figures across_gpus
+	$(PY) -m launchlab.figures across_gpus --reference-only
 	$(PY) -m launchlab.guide instructors
 	$(PY) -m launchlab.site_toc _build/_toc.yml
 	rm -rf _build/html _build/.doctrees _build/jupyter_execute

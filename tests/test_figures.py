@@ -140,9 +140,18 @@ def test_default_runs_are_the_gpu_runs_in_runs(tmp_path, results_dir):
     results_dir.mkdir()
     (results_dir / "cpu.json").write_text(json.dumps({"gpu": None, "metrics": {"a": 1.0}}))
     (results_dir / "nvidia-l4.json").write_text(json.dumps({"gpu": "NVIDIA L4", "metrics": {"x_us": 3.0}}))
+    (results_dir / "grades.json").write_text(json.dumps([{"notebook": "labs/09.ipynb"}]))   # not a run: left out
     assert figures.learner_runs(tmp_path) == [results_dir / "nvidia-l4.json"]
     cols = figures.columns(small_root(tmp_path), figures.learner_runs(tmp_path))
     assert [c.label for c in cols] == ["GPU A", "GPU B", "NVIDIA L4 (your run)"]
+
+
+def test_the_published_page_holds_the_reports_only(tmp_path, results_dir):
+    results_dir.mkdir()
+    (results_dir / "nvidia-l4.json").write_text(json.dumps({"gpu": "NVIDIA L4", "metrics": {"x_us": 3.0}}))
+    root = small_root(tmp_path)
+    assert figures.main([str(tmp_path / "out"), "--root", str(root), "--reference-only"]) == 0
+    assert "(your run)" not in (tmp_path / "out" / "index.md").read_text(encoding="utf-8")
 
 
 def test_main_writes_the_page_and_prints_its_path(tmp_path, capsys):

@@ -96,6 +96,7 @@ def test_a_verdict_stored_in_the_notebook_is_read_only_from_its_own_checker():
         "PASS [Exercise 2: two] printed by the wrong cell\n"))]
     nb.cells[1].execution_count = 1
     nb.cells[3].execution_count = 2
+    nb.cells.insert(1, nbformat.v4.new_code_cell("def f():  # then run check.check_one(f) below\n    return 1"))
     graded = grade.verdicts_of(nb, have=0)
     assert graded["Exercise 1: one"]["verdict"] == grade.NOT_ATTEMPTED and graded["Exercise 1: one"]["hint"] == "write it"
     assert graded["Exercise 2: two"]["verdict"] == grade.ERROR

@@ -101,7 +101,7 @@ STEP_ANSWERS = [
     Answer("returns NaN", "bad value", step_answer(nan=True)),
     Answer("returns None", "hard-coded", lambda model, opt, batches: (lambda x, y: None)),
     Answer("a new capture in every step", "structure", step_answer(recapture=True)),
-    Answer("zero_grad(set_to_none=True) in every step, the loss as a float (after the mutants)", "right",
+    Answer("zero_grad(set_to_none=True) in every step (after the mutants)", "right",
            step_answer(zero_in_step=True)),
 ]
 

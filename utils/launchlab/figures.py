@@ -72,8 +72,17 @@ def report_files(root: Path) -> list[Path]:
 def learner_runs(root: Path) -> list[Path]:
     """Every run file of a GPU in runs/ (or LAUNCHLAB_RESULTS_DIR, where results.record writes)."""
     folder = Path(os.environ.get("LAUNCHLAB_RESULTS_DIR") or root / "runs")
-    # A run without a GPU holds only the CPU-side figures of a machine with none: not a GPU to compare.
-    return [p for p in sorted(folder.glob("*.json")) if _read(p).get("gpu")]
+    found = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            data = _read(path)
+        except ValueError as exc:              # another tool's JSON in runs/ (a grades file, say): not a run
+            print(f"launchlab.figures: left out {exc}", file=sys.stderr)
+            continue
+        # A run without a GPU holds only the CPU-side figures of a machine with none: not a GPU to compare.
+        if data.get("gpu"):
+            found.append(path)
+    return found
 
 
 def columns(root: Path, runs: Sequence[Path]) -> list[Column]:
@@ -257,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR", help="where index.md and the charts go")
     parser.add_argument("--run", type=Path, nargs="+", action="extend", metavar="PATH",
                         help="learner run files to add as columns (default: every runs/*.json of a GPU)")
+    parser.add_argument("--reference-only", action="store_true",
+                        help="the committed reports only, no runs/ (the published site uses this)")
     parser.add_argument("--root", type=Path, help="the course checkout (default: LAUNCHLAB_ROOT, else this one)")
     args = parser.parse_args(argv)
     missing = [str(p) for p in args.run or [] if not p.is_file()]
@@ -264,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"launchlab.figures: no such run file: {', '.join(missing)}", file=sys.stderr)
         return 2
     try:
-        path = write_page(args.out_dir, args.root, args.run)
+        path = write_page(args.out_dir, args.root, [] if args.reference_only else args.run)
     except (OSError, ValueError) as exc:
         print(f"launchlab.figures: {exc}", file=sys.stderr)
         return 2

@@ -30,6 +30,7 @@ PASS, FAIL, NOT_ATTEMPTED, ERROR, NEEDS_GPU, TIMED_OUT = (
 EXERCISE = re.compile(r"^#+\s*(Exercise\b.*?)\s*$", re.MULTILINE)
 VERDICT_LINE = re.compile(rf"^({PASS_MARK}|{FAIL_MARK}) \[(Exercise[^\]]*)\] ?(.*)$", re.MULTILINE)
 HINT_LINE = re.compile(r"^\s*Hint: (.*)$", re.MULTILINE)
+CHECKER_CALL = re.compile(r"\bcheck\.check_\w+\(")   # a checker called, not named in a comment
 STUB = ": replace this line with your code"   # what a lab's stub raises (launchlab.labs), after the exercise
 
 # The child executes the notebook (errors allowed, every cell under a deadline) and saves it with its outputs.
@@ -55,7 +56,7 @@ def exercise_cells(nb: nbformat.NotebookNode) -> dict[str, int]:
         if cell.cell_type == "markdown":
             headings = EXERCISE.findall(cell.source)
             current = headings[-1] if headings else current
-        elif current and ".check_" in cell.source and current not in found:
+        elif current and current not in found and CHECKER_CALL.search(re.sub(r"#.*", "", cell.source)):
             found[current] = index
     return found
 
