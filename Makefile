@@ -21,7 +21,7 @@ LAB_WORKERS ?= 4
 
 .PHONY: lab test test-cpu test-gpu reference labs grade lint figures slides site wheelhouse clean
 
-$(VENV)/.installed: pyproject.toml utils/bootstrap.sh
+$(VENV)/.installed: pyproject.toml utils/pyproject.toml utils/bootstrap.sh
 	utils/bootstrap.sh $(VENV)
 	touch $@
 
@@ -40,9 +40,9 @@ lint: $(SETUP)
 
 # The CPU tier: everything that needs no GPU; on a GPU machine too, its GPU cells are left to the GPU tier.
 test-cpu: $(SETUP) lint
-	$(PY) -m launchlab.labs --check
-	$(PY) -m launchlab.syllabus --check
-	$(PY) -m launchlab.slides --check
+	$(PY) -m launchlab_tools.labs --check
+	$(PY) -m launchlab_tools.start_page --check
+	$(PY) -m launchlab_tools.slides --check
 	LAUNCHLAB_TIER=cpu $(PYTEST) tests $(NBVAL) -m "not gpu"
 
 # The GPU tier: the reference run executes every notebook and solution once, strictly (claims must hold,
@@ -50,39 +50,39 @@ test-cpu: $(SETUP) lint
 # time, and the labs (stubs must fail their checkers) in parallel. Prints what each part cost.
 test-gpu: $(SETUP)
 	@start=$$(date +%s); \
-	$(PY) -m launchlab.reference_run && \
+	$(PY) -m launchlab_tools.reference_run && \
 	LAUNCHLAB_STRICT=1 $(PYTEST) tests -m "gpu and not labs" --durations=15 && \
 	$(PYTEST) tests -m "gpu and labs" -n $(LAB_WORKERS) --durations=10; \
 	status=$$?; echo "GPU tier: $$(( $$(date +%s) - start )) s in all"; exit $$status
 
 reference: $(SETUP)
-	$(PY) -m launchlab.reference_run $(NOTEBOOKS)
+	$(PY) -m launchlab_tools.reference_run $(NOTEBOOKS)
 
 # Grade learners' labs, a verdict per exercise: make grade NOTEBOOKS="class/*/09_*.ipynb" GRADES=grades.json
 grade: $(SETUP)
-	$(PY) -m launchlab.grade $(NOTEBOOKS) $(if $(GRADES),--json $(GRADES))
+	$(PY) -m launchlab_tools.grade $(NOTEBOOKS) $(if $(GRADES),--json $(GRADES))
 
 # Every figure on every GPU with a report, plus your runs/ files (or RUNS="a.json b.json"), into across_gpus/.
 figures: $(SETUP)
-	$(PY) -m launchlab.figures across_gpus $(if $(RUNS),--run $(RUNS))
+	$(PY) -m launchlab_tools.figures across_gpus $(if $(RUNS),--run $(RUNS))
 
 # Slides: every lecture's slide metadata (live in JupyterLab: open a lecture, Alt+R), and a static reveal.js
 # deck per lecture from its stored outputs, in _build/slides/, with reveal.js beside them (from npm, once).
 slides: $(SETUP)
-	$(PY) -m launchlab.slides --write
-	$(PY) -m launchlab.slides --build _build/slides --reveal _build/slides/offline
+	$(PY) -m launchlab_tools.slides --write
+	$(PY) -m launchlab_tools.slides --build _build/slides --reveal _build/slides/offline
 
 labs: $(SETUP)
-	$(PY) -m launchlab.labs
-	$(PY) -m launchlab.syllabus
+	$(PY) -m launchlab_tools.labs
+	$(PY) -m launchlab_tools.start_page
 
 # The reading site in _build/html, from notebooks/ and solutions/ with their stored outputs, never executed;
 # the table of contents is written from the notebooks on disk; any warning (a broken page) fails the build.
 site: $(SETUP)
 	@$(PY) -c "import jupyter_book" 2>/dev/null || $(PY) -m pip install -q "jupyter-book>=1.0.4,<2"
-	$(PY) -m launchlab.figures across_gpus --reference-only
-	$(PY) -m launchlab.guide instructors
-	$(PY) -m launchlab.site_toc _build/_toc.yml
+	$(PY) -m launchlab_tools.figures across_gpus --reference-only
+	$(PY) -m launchlab_tools.guide instructors
+	$(PY) -m launchlab_tools.site_toc _build/_toc.yml
 	rm -rf _build/html _build/.doctrees _build/jupyter_execute
 	$(PY) -c "from jupyter_book.cli.main import main; main()" build . --config site/_config.yml \
 	  --toc _build/_toc.yml --path-output . --warningiserror --keep-going

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# The kinds of wrong answer every exercise is tried with (CONTRIBUTING.md, section 5).
-KINDS = ("classic", "unit", "method", "hard-coded", "bad value", "structure", "right")
+from launchlab import course
+
+# The kinds of wrong answer every exercise is tried with (the course model's, and "right").
+KINDS = (*course.MISTAKE_KINDS, "right")
 
 
 @dataclass(frozen=True)
@@ -29,11 +31,46 @@ class Answer:
 TABLE: list[dict] = []  # one row per exercise judged in this run
 
 
-def judge(exercise: str, checker: Callable, answers: list[Answer], call: Callable | None = None,
-          trials: int = 1) -> list[str]:
-    """Run `checker` on every answer `trials` times (through `call(checker, fn)` when given); return the wrong
-    verdicts: a right answer must pass every trial, a mutant must fail every trial."""
+@dataclass(frozen=True)
+class Suite:
+    """The planted answers to one exercise and how its checker is called on them."""
+
+    lab: str
+    number: int
+    checker: Callable
+    answers: list[Answer]
+    call: Callable | None = None
+    part: str = ""
+
+
+SUITES: list[Suite] = []  # every suite declared at a test module's top level, in import order
+
+
+def suite(lab: str, number: int, checker: Callable, answers: list[Answer], call: Callable | None = None,
+          part: str = "") -> Suite:
+    """Declare the answers to exercise `number` of lab `lab` (at a test module's top level), so that the
+    one-process test can judge every lab's wrong answers before its right ones; return the suite."""
+    declared = Suite(lab, number, checker, answers, call, part)
+    SUITES.append(declared)
+    return declared
+
+
+def undeclared(lab: str, number: int, answers: list[Answer]) -> list[str]:
+    """The wrong answers that exercise `number` of chapter `lab` does not declare as a mistake of that kind."""
+    declared = {m.name: m.kind for m in course.chapter(lab).exercise(number).mistakes}
+    return [f"{a.name} ({a.kind})" for a in answers if not a.right and declared.get(a.name) != a.kind]
+
+
+def judge(lab: str, number: int, checker: Callable, answers: list[Answer], call: Callable | None = None,
+          trials: int = 1, part: str = "") -> list[str]:
+    """Run `checker` on every answer to exercise `number` of lab `lab` ('04') `trials` times (through
+    `call(checker, fn)` when given); return the wrong verdicts: a right answer must pass every trial, a mutant
+    must fail every trial, and every mutant must be a mistake the chapter declares (launchlab/chapters/chNN)."""
     assert {a.kind for a in answers} <= set(KINDS), [a.kind for a in answers if a.kind not in KINDS]
+    missing = undeclared(lab, number, answers)
+    assert not missing, (f"lab {lab} exercise {number}: wrong answers not declared as mistakes in "
+                         f"launchlab/chapters/ch{lab}/chapter.py: {', '.join(missing)}")
+    exercise = f"lab {lab}, {course.chapter(lab).exercise(number).heading.lower()}" + (f" ({part})" if part else "")
     wrong, caught, mutants = [], 0, 0
     for answer in answers:
         verdicts = [call(checker, answer.fn) if call else checker(answer.fn) for _ in range(trials)]

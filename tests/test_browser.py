@@ -246,7 +246,7 @@ def test_the_start_page_opens_a_lab_from_its_syllabus(page, jupyterlab, shot_on_
 
 
 def test_a_lecture_deck_shows_a_slide_with_its_stored_plot(page, tmp_path, shot_on_failure):
-    from launchlab import slides
+    from launchlab_tools import slides
 
     try:                                       # reveal.js beside the deck, as `make slides` puts it
         reveal = slides.fetch_reveal(tmp_path / "offline")

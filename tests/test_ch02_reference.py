@@ -1,6 +1,6 @@
 """The references that lab 02's checkers compare against: the flat-range rule and the classifier."""
 
-from launchlab.checkers import ch02
+from launchlab.chapters.ch02 import checkers as ch02
 
 
 def test_flat_until_ignores_a_lone_spike_and_ends_where_the_final_rise_begins():

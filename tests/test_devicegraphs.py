@@ -3,7 +3,7 @@
 import pytest
 
 from launchlab import child, devicegraphs
-from launchlab.checkers import ch06
+from launchlab.chapters.ch06 import checkers as ch06
 from launchlab.checking import CheckFailed
 
 

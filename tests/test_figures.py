@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from launchlab import figures, site_toc
+from launchlab_tools import figures, site_toc
 
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)]+)\)")
 ROOT = Path(__file__).resolve().parents[1]

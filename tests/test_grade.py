@@ -9,7 +9,7 @@ import json
 import nbformat
 import pytest
 
-from launchlab import grade
+from launchlab_tools import grade
 from launchlab.env import repo_root
 
 ROOT = repo_root()

@@ -2,9 +2,9 @@
 
 import pytest
 
-from launchlab import guide
+from launchlab_tools import guide
 from launchlab.env import repo_root
-from launchlab.notebooks import course_notebooks
+from launchlab_tools.notebooks import course_notebooks
 
 ROOT = repo_root()
 

@@ -10,9 +10,9 @@ from nbclient import NotebookClient
 from launchlab import results
 from launchlab.checking import FAIL_MARK, PASS_MARK
 from launchlab.env import gpu_count, gpu_slug, tier_gpus
-from launchlab.labs import make_lab
-from launchlab.notebooks import course_notebooks, needs_gpus, runs_gpu_cells, source_sha256
-from launchlab.reference_run import verdicts
+from launchlab_tools.labs import make_lab
+from launchlab_tools.notebooks import course_notebooks, needs_gpus, runs_gpu_cells, source_sha256
+from launchlab_tools.reference_run import verdicts
 
 SOLUTIONS = course_notebooks(dirs=("solutions",))
 EXERCISE = re.compile(r"^#+\s*(Exercise\b.*?)\s*$", re.MULTILINE)
@@ -80,7 +80,7 @@ def test_gpu_checkers_passed_the_reference_run_and_fail_on_stubs(solution, root,
 def test_lab03_graph_check_rejects_a_silent_fallback(monkeypatch):
     import torch
 
-    from launchlab.checkers import ch03
+    from launchlab.chapters.ch03 import checkers as ch03
 
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     assert not ch03.check_really_graphed(lambda fn: torch.compile(fn, mode="reduce-overhead"))

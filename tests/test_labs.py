@@ -3,9 +3,9 @@
 import nbformat
 import pytest
 
-from launchlab import labs
+from launchlab_tools import labs
 from launchlab.checking import CheckFailed, exercise, within
-from launchlab.labs import LabError, make_lab, strip_solutions
+from launchlab_tools.labs import LabError, make_lab, strip_solutions
 
 
 def solution_notebook(*cells):

@@ -109,7 +109,7 @@ WAIT_ANSWERS = [
 
 @pytest.mark.gpu
 def test_lab00_exercise1_wait_for_gpu():
-    from launchlab.checkers import ch00
+    from launchlab.chapters.ch00 import checkers as ch00
 
     wrong = judge("lab 00, exercise 1: wait for the GPU", ch00.check_wait_for_gpu, WAIT_ANSWERS, trials=2)
     assert not wrong, "\n".join(wrong)
@@ -189,7 +189,7 @@ WARM_ANSWERS = [
 
 @pytest.mark.gpu
 def test_lab00_exercise2_warm_up():
-    from launchlab.checkers import ch00
+    from launchlab.chapters.ch00 import checkers as ch00
 
     wrong = judge("lab 00, exercise 2: warm up first", ch00.check_warm_up, WARM_ANSWERS, trials=2)
     assert not wrong, "\n".join(wrong)
@@ -269,7 +269,7 @@ EVENT_ANSWERS = [
 
 @pytest.mark.gpu
 def test_lab00_exercise3_event_stream():
-    from launchlab.checkers import ch00
+    from launchlab.chapters.ch00 import checkers as ch00
 
     wrong = judge("lab 00, exercise 3: events on the stream that does the work", ch00.check_event_stream,
                   EVENT_ANSWERS, trials=2)
@@ -335,7 +335,7 @@ MEDIAN_ANSWERS = [
 
 @pytest.mark.gpu
 def test_lab00_exercise4_median():
-    from launchlab.checkers import ch00
+    from launchlab.chapters.ch00 import checkers as ch00
 
     wrong = judge("lab 00, exercise 4: report the median", ch00.check_median, MEDIAN_ANSWERS, trials=2)
     assert not wrong, "\n".join(wrong)
@@ -385,7 +385,7 @@ LIBRARY_ANSWERS = [
 
 @pytest.mark.gpu
 def test_lab00_exercise5_library_field():
-    from launchlab.checkers import ch00
+    from launchlab.chapters.ch00 import checkers as ch00
 
     wrong = judge("lab 00, exercise 5: the right field of a library timer", ch00.check_library_field,
                   LIBRARY_ANSWERS, trials=2)
@@ -399,7 +399,7 @@ def test_lab00_planted_durations_defeat_a_typed_in_number():
     """Every check's durations lie in 3-9 ms, each 1.3x the next: no number is within 10% of two of them."""
     import random
 
-    from launchlab.checkers import ch00
+    from launchlab.chapters.ch00 import checkers as ch00
 
     rng = random.Random(0)
     for count in (2, 3, 5):
@@ -411,7 +411,7 @@ def test_lab00_planted_durations_defeat_a_typed_in_number():
 
 
 def test_lab00_stall_plan_hits_the_middle_and_leaves_the_median_alone():
-    from launchlab.checkers import ch00
+    from launchlab.chapters.ch00 import checkers as ch00
 
     for calls in range(5, 120):
         plan = ch00._stall_plan(calls)

@@ -138,7 +138,7 @@ FIGURE_ANSWERS = [
 
 @pytest.mark.gpu
 def test_lab01_exercise1_launch_figures():
-    from launchlab.checkers import ch01
+    from launchlab.chapters.ch01 import checkers as ch01
 
     wrong = judge("lab 01, exercise 1: the three launch figures", ch01.check_launch_figures, FIGURE_ANSWERS,
                   trials=2)
@@ -255,7 +255,7 @@ def _flat_sweep(make_run, sizes):
 
 def test_lab01_exercise2_crossover_judged_on_the_planted_times(monkeypatch):
     """On a CPU: the checker's verdicts and hints, with answers that read the planted times instead of timing."""
-    from launchlab.checkers import ch01
+    from launchlab.chapters.ch01 import checkers as ch01
 
     def planted_runs(crossover, slow_size):
         return lambda n: _PlantedRun(ch01.planted_us(n, crossover, slow_size))
@@ -273,7 +273,7 @@ def test_lab01_exercise2_crossover_judged_on_the_planted_times(monkeypatch):
 
 @pytest.mark.gpu
 def test_lab01_exercise2_crossover():
-    from launchlab.checkers import ch01
+    from launchlab.chapters.ch01 import checkers as ch01
 
     answers = crossover_answers()
     wrong = judge("lab 01, exercise 2: the crossover size", ch01.check_crossover, answers, trials=2)
@@ -283,7 +283,7 @@ def test_lab01_exercise2_crossover():
 @pytest.mark.gpu
 def test_lab01_planted_runs_are_flat_then_rising():
     """The planted launchers take the floor below a third of the crossover, 1.5x it one step below, 3x at it."""
-    from launchlab.checkers import ch01
+    from launchlab.chapters.ch01 import checkers as ch01
 
     make_run = ch01.planted_runs(2**18, slow_size=2**9)
     sizes = [2**4, 2**9, 2**16, 2**17, 2**18, 2**26]
@@ -372,7 +372,7 @@ FIRST_LAUNCH_ANSWERS = [
 
 @pytest.mark.gpu
 def test_lab01_exercise3_first_launch():
-    from launchlab.checkers import ch01
+    from launchlab.chapters.ch01 import checkers as ch01
 
     wrong = judge("lab 01, exercise 3: the compiler off the first launch", ch01.check_first_launch,
                   FIRST_LAUNCH_ANSWERS)
@@ -486,7 +486,7 @@ FUSED_ANSWERS = [
 
 @pytest.mark.gpu
 def test_lab01_exercise4_fused_conv():
-    from launchlab.checkers import ch01
+    from launchlab.chapters.ch01 import checkers as ch01
 
     wrong = judge("lab 01, exercise 4: fuse the conv1d chain", ch01.check_fused_conv, FUSED_ANSWERS)
     assert not wrong, "\n".join(wrong)
@@ -497,7 +497,7 @@ def test_lab01_exercise4_fused_conv():
 
 def test_lab01_fused_conv_diagnoses_on_a_cpu():
     """The hints of exercise 4, from outputs made on the host: the checker's diagnosis needs no GPU."""
-    from launchlab.checkers import ch01
+    from launchlab.chapters.ch01 import checkers as ch01
 
     rng = np.random.default_rng(0)
     n = 5001

@@ -2,7 +2,7 @@
 
 import pytest
 
-from launchlab.checkers import ch02
+from launchlab.chapters.ch02 import checkers as ch02
 from launchlab.trace import load_events, shipped_trace_path
 from mutants import Answer, judge
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from launchlab.checkers import ch03
+from launchlab.chapters.ch03 import checkers as ch03
 from mutants import Answer, judge
 
 

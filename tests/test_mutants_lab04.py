@@ -8,7 +8,7 @@ from bisect import bisect_left
 
 import pytest
 
-from launchlab.checkers import ch04
+from launchlab.chapters.ch04 import checkers as ch04
 from mutants import Answer, judge
 
 

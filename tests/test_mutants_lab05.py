@@ -5,7 +5,7 @@ import heapq
 
 import pytest
 
-from launchlab.checkers import ch05
+from launchlab.chapters.ch05 import checkers as ch05
 from mutants import Answer, judge
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from launchlab import child, devicegraphs
-from launchlab.checkers import ch06
+from launchlab.chapters.ch06 import checkers as ch06
 from mutants import Answer, judge
 
 # ---- exercise 1: make a graph launchable from the device ---------------------------------------------------

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from launchlab import trace
-from launchlab.checkers import ch07
+from launchlab.chapters.ch07 import checkers as ch07
 from mutants import Answer, judge
 
 # ---- exercise 1: write the static KV cache --------------------------------------------------------------------

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 
-from launchlab.checkers import ch08
+from launchlab.chapters.ch08 import checkers as ch08
 from launchlab.env import gpu_count
 from mutants import Answer, judge
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from launchlab import child, graphs
-from launchlab.checkers import ch09
+from launchlab.chapters.ch09 import checkers as ch09
 from mutants import Answer, judge
 
 

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from launchlab.checkers import ch10
+from launchlab.chapters.ch10 import checkers as ch10
 from mutants import Answer, judge
 
 # ---- exercise 1: a whole training step in one graph ------------------------------------------------------------

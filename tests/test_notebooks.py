@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from launchlab.notebooks import course_notebooks, cuda_sources, source_sha256, untagged_reads_of_tagged_names
+from launchlab_tools.notebooks import course_notebooks, cuda_sources, source_sha256, untagged_reads_of_tagged_names
 
 ALL = course_notebooks(dirs=("notebooks", "solutions", "labs"))
 IDS = [p.relative_to(p.parents[1]).as_posix() for p in ALL]
@@ -84,7 +84,8 @@ def compile_for_hopper(source: str) -> None:
     from cuda.core import Program, ProgramOptions
 
     from launchlab import devicegraphs
-    from launchlab.checkers import ch06, ch09
+    from launchlab.chapters.ch06 import checkers as ch06
+    from launchlab.chapters.ch09 import checkers as ch09
 
     options = {}
     if any(call in source for call in DEVICE_RUNTIME_CALLS):

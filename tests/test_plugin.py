@@ -20,7 +20,7 @@ def write_notebook(path):
 
 def test_tagged_cells_are_skipped_and_counted(pytester):
     write_notebook(pytester.path / "demo.ipynb")
-    result = pytester.runpytest_subprocess("-p", "launchlab.pytest_plugin", "--nbval-lax", "demo.ipynb")
+    result = pytester.runpytest_subprocess("-p", "launchlab_tools.pytest_plugin", "--nbval-lax", "demo.ipynb")
     have = gpu_count()
     skipped = (have < 1) + (have < 2)
     result.assert_outcomes(passed=4 - skipped, skipped=skipped)
@@ -33,5 +33,5 @@ def test_an_error_in_an_untagged_cell_still_fails(pytester):
     nb.cells = [nbformat.v4.new_code_cell("from launchlab import require_gpu\nrequire_gpu()"),
                 nbformat.v4.new_code_cell("raise ValueError('a real bug')")]
     nbformat.write(nb, pytester.path / "bug.ipynb")
-    result = pytester.runpytest_subprocess("-p", "launchlab.pytest_plugin", "--nbval-lax", "bug.ipynb")
+    result = pytester.runpytest_subprocess("-p", "launchlab_tools.pytest_plugin", "--nbval-lax", "bug.ipynb")
     result.assert_outcomes(passed=1, failed=1)

@@ -4,8 +4,8 @@ import json
 
 import nbformat
 
-from launchlab import reference_run as reference
-from launchlab.notebooks import source_sha256
+from launchlab_tools import reference_run as reference
+from launchlab_tools.notebooks import source_sha256
 
 
 def test_execute_in_place_counts_cells_and_keeps_outputs(tmp_path):
@@ -68,7 +68,7 @@ def test_committed_reports_are_well_formed(root):
 def test_collect_run_reads_the_gpu_run_file_and_keeps_traces(tmp_path, monkeypatch):
     import json
 
-    from launchlab import reference_run
+    from launchlab_tools import reference_run
     from launchlab.env import gpu_slug
 
     results = tmp_path / "results"

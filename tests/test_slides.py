@@ -2,7 +2,7 @@
 
 import nbformat
 
-from launchlab import slides
+from launchlab_tools import slides
 from launchlab.env import repo_root
 
 ROOT = repo_root()

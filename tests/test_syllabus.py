@@ -4,9 +4,9 @@ import re
 
 import nbformat
 
-from launchlab import site_toc, syllabus
-from launchlab.notebooks import course_notebooks
-from launchlab.syllabus import START_PAGE
+from launchlab_tools import site_toc, syllabus
+from launchlab_tools.notebooks import course_notebooks
+from launchlab_tools.start_page import START_PAGE
 
 LINK = re.compile(r"\]\(([^)]+\.ipynb)\)")
 

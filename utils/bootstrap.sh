@@ -34,5 +34,7 @@ else
   "${pip[@]}" cupy-cuda13x
 fi
 "${pip[@]}" -e ".[dev]"
+# The maintainers' tools (utils/launchlab_tools): their own distribution, which learners' notebooks never import.
+"${pip[@]}" -e utils
 "$venv/bin/python" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (LaunchLab)" >/dev/null
 echo "ready: $("$venv/bin/python" -c 'import launchlab.env as e; print(e.describe())' | head -n 1)"

@@ -74,6 +74,17 @@ def record_claim(name: str, held: bool, detail: str = "", margin: float | None =
     _write_json(run, run_path())
 
 
+def record_verdict(chapter: str, exercise: int, passed: bool, detail: str, hint: str = "", partial: bool = False,
+                   seed: int | None = None) -> None:
+    """Store a checker's verdict on this GPU's run (the grader and the reference run read it from here)."""
+    run = load_run()
+    entry = {"passed": bool(passed), "partial": bool(partial), "detail": detail, "hint": hint}
+    if seed is not None:
+        entry["seed"] = int(seed)
+    run.setdefault("verdicts", {}).setdefault(chapter, {})[str(exercise)] = entry
+    _write_json(run, run_path())
+
+
 # ---- the committed reports ---------------------------------------------------------------------------------
 
 

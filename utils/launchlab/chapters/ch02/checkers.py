@@ -1,0 +1,369 @@
+"""Checkers for lab 02, "PyTorch dispatch overhead".
+
+Exercises 1 to 3 run on the CPU too (a shipped GPU trace, CPU sweeps, CPU profiles); exercise 4 needs CUDA.
+Each checker computes or measures its own reference in the same call.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ... import timing, trace
+from ...checking import CheckFailed, exercise, number, require_cuda
+
+# What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
+__all__ = [
+    "EXPLODING",
+    "check_classify",
+    "check_flat_until",
+    "check_idle_stats",
+    "check_no_syncs",
+    "train_with_syncs",
+]
+
+LABELS = ("overhead", "bandwidth", "compute")
+# Host round trips a loop must not make: the aten ops behind .item(), bool(tensor) and .tolist().
+SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero")
+EXPLODING = 1e3  # the loop skips a step whose loss is above this
+BATCHES = [2**k for k in range(0, 13)]
+
+
+def _device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+# ---- exercise 1: idle time from a trace ------------------------------------------------------------------
+
+def _synthetic_trace(rng: random.Random, largest_gap: str) -> dict:
+    """A trace the checker makes up afresh, its largest gap planted at the "lead" or the "trail" of the window.
+
+    Every hard case is in it: kernels on two streams that overlap, memsets and a copy (GPU work, not kernels),
+    a kernel that starts before the range and runs into it and one that starts after it (neither is the
+    range's work), CPU events and an instant event. With the largest gap at the lead, the range ends while the
+    last copy still runs, so the window extends past the range; at the trail, the range ends after a long
+    stretch with no GPU work.
+    """
+    start = 1000.0
+    events = [{"ph": "X", "cat": "kernel", "name": "before", "ts": start - 20.0, "dur": 30.0},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": start + 1.0, "dur": 30.0},
+              {"ph": "i", "cat": "kernel", "name": "instant", "ts": start + 100.0}]
+    t = start + (rng.uniform(70, 90) if largest_gap == "lead" else rng.uniform(12, 16))
+    for i in range(rng.randint(8, 14)):
+        dur = rng.uniform(2, 20)
+        events.append({"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": t, "dur": dur})
+        if i % 4 == 1:  # a kernel on a second stream, overlapping this one
+            events.append({"ph": "X", "cat": "kernel", "name": f"side{i}", "ts": t + dur / 2, "dur": dur})
+        if i % 3 == 2:  # a memset just after it: GPU work that is not a kernel
+            events.append({"ph": "X", "cat": "gpu_memset", "name": "Memset", "ts": t + dur + 1.0, "dur": 4.0})
+            dur += 5.0
+        t += dur + rng.uniform(17, 40)
+    copy_us = 40.0 if largest_gap == "lead" else 3.0  # at the lead, a long copy runs well past the range's end
+    events.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH", "ts": t, "dur": copy_us})
+    end = t + 1.0 if largest_gap == "lead" else t + copy_us + rng.uniform(70, 90)
+    events.append({"ph": "X", "cat": "user_annotation", "name": "loop", "ts": start, "dur": end - start})
+    events.append({"ph": "X", "cat": "kernel", "name": "after", "ts": end + 50, "dur": 50.0})
+    rng.shuffle(events)
+    return {"traceEvents": events}
+
+
+def _compare_idle(yours: object, expected: trace.GpuIdle, which: str) -> str:
+    if not isinstance(yours, dict):
+        raise CheckFailed(f"{which}: gpu_idle_stats returned {type(yours).__name__}; return a dict")
+    missing = {"kernel_count", "idle_fraction", "largest_gap_us"} - set(yours)
+    if missing:
+        raise CheckFailed(f"{which}: your dict lacks {sorted(missing)}")
+    count = yours["kernel_count"]
+    if isinstance(count, bool) or not isinstance(count, int) and not (isinstance(count, float) and count.is_integer()):
+        raise CheckFailed(f"{which}: kernel_count is {count!r}; count the kernels (an int)")
+    idle = number(yours["idle_fraction"], f"{which}: idle_fraction", positive=False)
+    gap = number(yours["largest_gap_us"], f"{which}: largest_gap_us", "microseconds")
+    problems = []
+    if count != expected.kernel_count:
+        problems.append(f"kernel_count {count!r}, expected {expected.kernel_count}")
+    if not 0 <= idle <= 1:
+        problems.append(f"idle_fraction {idle:.4g} is not a fraction between 0 and 1 (a percentage?)")
+    elif abs(idle - expected.idle_fraction) > 0.005:
+        problems.append(f"idle_fraction {idle:.4f}, expected {expected.idle_fraction:.4f}")
+    if abs(gap - expected.largest_gap_us) > 0.01 * expected.largest_gap_us + 0.01:
+        problems.append(f"largest_gap_us {gap:.2f}, expected {expected.largest_gap_us:.2f}")
+    if problems:
+        raise CheckFailed(f"{which}: " + "; ".join(problems))
+    return (f"{which}: {expected.kernel_count} kernels, {expected.idle_fraction:.1%} idle, "
+            f"largest gap {expected.largest_gap_us:.1f} us")
+
+
+@exercise("Exercise 1: GPU idle time from a trace",
+          "the window runs from the start of the 'loop' range to the end of the GPU work started in it; GPU work "
+          "is every complete event of category kernel, gpu_memcpy or gpu_memset; merge overlapping intervals "
+          "before adding them up, and count the gap before the first one.")
+def check_idle_stats(gpu_idle_stats: Callable[[str, str], dict]) -> str:
+    shipped = trace.shipped_trace_path()
+    lines = [_compare_idle(gpu_idle_stats(str(shipped), "loop"), trace.gpu_idle(shipped, "loop"), "the shipped trace")]
+    rng = random.Random()
+    with tempfile.TemporaryDirectory() as tmp:
+        for where in ("lead", "trail"):
+            made_up = _synthetic_trace(rng, where)
+            path = Path(tmp) / f"made_up_{where}.json"
+            path.write_text(json.dumps(made_up))
+            lines.append(_compare_idle(gpu_idle_stats(str(path), "loop"), trace.gpu_idle(made_up, "loop"),
+                                       f"a made-up trace, largest gap at the {where}"))
+    return "; ".join(lines)
+
+
+# ---- exercise 2: classify workloads from their sweeps ----------------------------------------------------
+
+def _reference_classify(sweep: dict, machine_balance: float) -> str:
+    """Overhead-bound if time stays within 2x while the work grows 16x or more; else the roofline side."""
+    seconds, sizes = sweep["seconds"], sweep["sizes"]
+    if seconds[-1] / seconds[0] < 2 and sizes[-1] / sizes[0] >= 16:
+        return "overhead"
+    return "compute" if sweep["flops"][-1] / sweep["bytes"][-1] > machine_balance else "bandwidth"
+
+
+def measure_sweeps(device: str) -> dict[str, dict]:
+    """Three real workloads, each swept over its own sizes: per-step seconds, FLOPs and bytes."""
+    import torch
+
+    gpu = device == "cuda"
+
+    def sweep(sizes: Sequence[int], make: Callable[[int], Callable[[], object]],
+              flops: Callable[[int], float], nbytes: Callable[[int], float]) -> dict:
+        seconds = []
+        for n in sizes:
+            run = make(n)
+            seconds.append(timing.launch_throughput_us(run, launches=20, rounds=5).median_us * 1e-6)
+        return {"sizes": list(sizes), "seconds": seconds, "flops": [flops(n) for n in sizes],
+                "bytes": [nbytes(n) for n in sizes]}
+
+    def tiny_chain(n: int):
+        x = torch.ones(n, device=device)
+        return lambda: [x.mul_(1.0) for _ in range(10)]
+
+    def add(n: int):
+        x, y = torch.ones(n, device=device), torch.ones(n, device=device)
+        z = torch.empty_like(x)
+        return lambda: torch.add(x, y, out=z)
+
+    def matmul(n: int):
+        a = torch.randn(n, n, device=device)
+        c = torch.empty_like(a)
+        return lambda: torch.mm(a, a, out=c)
+
+    return {
+        "overhead": sweep([1, 4, 16, 64], tiny_chain, lambda n: 10 * n, lambda n: 80 * n),
+        "bandwidth": sweep([2**k for k in ((22, 24, 26) if gpu else (18, 20, 22))], add,
+                           lambda n: n, lambda n: 12 * n),
+        "compute": sweep((1024, 2048, 4096) if gpu else (128, 256, 512), matmul,
+                         lambda n: 2 * n**3, lambda n: 12 * n**2),
+    }
+
+
+def machine_balance_of(sweeps: dict[str, dict]) -> float:
+    """FLOPs per byte at which this machine turns from bandwidth- to compute-bound, from the two sweeps."""
+    compute, bandwidth = sweeps["compute"], sweeps["bandwidth"]
+    peak_flops = compute["flops"][-1] / compute["seconds"][-1]
+    peak_bytes = bandwidth["bytes"][-1] / bandwidth["seconds"][-1]
+    return peak_flops / peak_bytes
+
+
+def _planted_sweeps(rng: random.Random) -> list[tuple[str, dict, float]]:
+    """Sweeps whose answer is known by construction, each judged at machine balances on both sides of its
+    intensity: a flat one, one flat in time but whose work grew too little to call it overhead, one whose
+    intensity grows with its size (low at the smallest, high at the largest), and a streaming one."""
+    sizes = [1, 4, 16, 64]
+    flat = {"sizes": sizes, "seconds": [10e-6 * rng.uniform(1, 1.3) for _ in sizes],
+            "flops": [1e3 * n for n in sizes], "bytes": [8e3 * n for n in sizes]}
+    little = {"sizes": [1, 2, 4, 8], "seconds": [10e-6 * rng.uniform(1, 1.3) for _ in range(4)],
+              "flops": [1e6 * n for n in (1, 2, 4, 8)], "bytes": [2e4 * n for n in (1, 2, 4, 8)]}
+    growing = {"sizes": [128, 512, 2048], "seconds": [1e-5, 1e-4, 4e-3],
+               "flops": [2 * n**3 for n in (128, 512, 2048)], "bytes": [12 * n**2 for n in (128, 512, 2048)]}
+    streaming = {"sizes": [2**18, 2**20, 2**22], "seconds": [2e-5, 8e-5, 3.2e-4],
+                 "flops": [float(n) for n in (2**18, 2**20, 2**22)], "bytes": [12.0 * n for n in (2**18, 2**20, 2**22)]}
+    cases = [("flat", flat, rng.uniform(5, 50))]
+    for name, sweep in (("little growth", little), ("growing intensity", growing), ("streaming", streaming)):
+        intensity = sweep["flops"][-1] / sweep["bytes"][-1]
+        cases += [(name, sweep, intensity * rng.uniform(0.3, 0.7)), (name, sweep, intensity * rng.uniform(1.5, 3))]
+    return cases
+
+
+@exercise("Exercise 2: overhead-, bandwidth- or compute-bound?",
+          "a flat sweep (time barely grows while the work grows many times) is overhead-bound; otherwise compare "
+          "the work's FLOPs per byte with the machine balance (peak FLOP/s / peak bytes/s): above it, "
+          "compute-bound; below it, bandwidth-bound.")
+def check_classify(classify: Callable[[dict, float], str]) -> str:
+    sweeps = measure_sweeps(_device())
+    balance = machine_balance_of(sweeps)
+    names = list(sweeps)
+    random.shuffle(names)  # the order tells nothing
+    lines, wrong = [], []
+    for letter, truth in zip("ABC", names, strict=True):
+        yours = classify({k: list(v) for k, v in sweeps[truth].items()}, balance)
+        if yours not in LABELS:
+            raise CheckFailed(f"classify returned {yours!r} for workload {letter}; return one of {LABELS}")
+        expected = _reference_classify(sweeps[truth], balance)
+        lines.append(f"workload {letter}: yours {yours!r}, expected {expected!r}")
+        if yours != expected:
+            wrong.append(letter)
+    detail = "; ".join(lines) + f" (machine balance {balance:.1f} FLOP/byte)"
+    if wrong:
+        raise CheckFailed(detail)
+    planted = _planted_sweeps(random.Random())
+    for name, sweep, machine_balance in planted:
+        yours = classify({k: list(v) for k, v in sweep.items()}, machine_balance)
+        expected = _reference_classify(sweep, machine_balance)
+        if yours != expected:
+            raise CheckFailed(f"{detail}; but a made-up {name} sweep at machine balance {machine_balance:.3g} "
+                              f"FLOP/byte: yours {yours!r}, expected {expected!r}")
+    return detail + f"; and {len(planted)} made-up sweeps at machine balances on both sides of their intensity"
+
+
+# ---- exercise 3: a loop without sync points --------------------------------------------------------------
+
+def make_problem(device: str, steps: int = 12, seed: int = 0):
+    """A regression model, its optimiser and batches, one batch of which makes the loss explode."""
+    import torch
+
+    torch.manual_seed(seed)  # the same initial weights for the original loop and yours
+    gen = torch.Generator().manual_seed(seed)
+    width = 256 if device == "cuda" else 32
+    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 1))
+    model = model.to(device)
+    batches = []
+    for step in range(steps):
+        x = torch.randn(64, width, generator=gen)
+        y = torch.randn(64, 1, generator=gen) * (1e4 if step == steps // 2 else 1)
+        batches.append((x.to(device), y.to(device)))
+    return model, torch.optim.SGD(model.parameters(), lr=1e-3), batches
+
+
+def train_with_syncs(model, opt, batches) -> list[float]:
+    """The loop as first written: it reads every loss back to decide whether to step."""
+    import torch.nn.functional as F
+
+    losses = []
+    for x, y in batches:
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        losses.append(loss.item())
+        if losses[-1] > EXPLODING:  # skip the step: a host round trip per iteration
+            continue
+        opt.step()
+    return losses
+
+
+def _sync_ops_in(fn: Callable[[], object]) -> tuple[object, dict[str, int]]:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        out = fn()
+    counts: dict[str, int] = {}
+    for e in prof.events():
+        if e.name in SYNC_OPS:
+            counts[e.name] = counts.get(e.name, 0) + 1
+    return out, counts
+
+
+@exercise("Exercise 3: a training loop without sync points",
+          "keep the losses on the device (append the tensor, torch.stack them) and replace the Python `if` on "
+          "the loss by arithmetic: scale the gradients by (loss <= threshold) so a skipped step changes nothing.")
+def check_no_syncs(train_without_syncs: Callable) -> str:
+    import torch
+
+    device = _device()
+    ref_model, ref_opt, batches = make_problem(device)
+    expected = torch.tensor(train_with_syncs(ref_model, ref_opt, batches))
+    model, opt, batches = make_problem(device)
+
+    def run():
+        if device != "cuda":
+            return train_without_syncs(model, opt, batches)
+        previous = torch.cuda.get_sync_debug_mode()
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")  # any synchronising call inside the loop raises
+        try:
+            return train_without_syncs(model, opt, batches)
+        except RuntimeError as exc:
+            if "synchroniz" in str(exc):
+                raise CheckFailed(f"your loop synchronised with the GPU: {exc}") from None
+            raise
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        losses, syncs = _sync_ops_in(run)
+    if syncs:
+        raise CheckFailed(f"your loop still reads values back to the host: {syncs} "
+                          "(.item(), bool() of a tensor or .tolist() inside the loop)")
+    if not isinstance(losses, torch.Tensor):
+        raise CheckFailed(f"return the losses as one tensor (torch.stack), not a {type(losses).__name__}")
+    losses = losses.detach().cpu().flatten()
+    if losses.shape != expected.shape or not torch.allclose(losses, expected, rtol=1e-4):
+        raise CheckFailed(f"your losses differ from the original loop's: {losses.tolist()[:4]}... "
+                          f"against {expected.tolist()[:4]}...")
+    for mine, theirs in zip(model.parameters(), ref_model.parameters(), strict=True):
+        if not torch.allclose(mine, theirs, rtol=1e-4, atol=1e-6):
+            raise CheckFailed("same losses but different final weights: did the exploding step update them?")
+    where = "CUDA sync debug mode found no synchronisation" if device == "cuda" else "no .item() or bool() in the profile"
+    return f"{len(batches)} steps, losses and weights equal to the original loop's, {where}"
+
+
+# ---- exercise 4: where the GPU leaves the overhead-bound regime ------------------------------------------
+
+# The steps the checker hands your function spin for a time it planted: flat up to a batch it draws, then growing
+# with the batch, so the answer is known exactly and no second, noisy sweep of the checker's own decides it.
+PLANTED_FLOOR_US = 40.0  # well above a launch's cost, so launch throughput measures the planted time
+PLANTED_KNEES = (64, 128, 256, 512)
+
+
+def planted_steps(knee: int, floor_us: float = PLANTED_FLOOR_US) -> Callable[[int], Callable[[], object]]:
+    """A make_step whose step spins `floor_us` up to `knee` rows and floor_us * batch / knee past it."""
+    from ...kernels import spinner
+
+    spin = spinner()
+
+    def make_step(batch: int) -> Callable[[], object]:
+        duration_us = floor_us * max(1.0, batch / knee)
+        return lambda: spin.launch(duration_us)
+
+    return make_step
+
+
+def flat_until_batch(batches: Sequence[int], step_us: Sequence[float], tolerance: float = 1.5) -> int:
+    """The last batch before the final rise: the batches after it all take over `tolerance` x the floor."""
+    import numpy as np
+
+    floor = float(np.median(step_us[:3]))
+    above = [us > tolerance * floor for us in step_us]
+    rise = next(i for i in range(len(batches) + 1) if all(above[i:]))
+    return batches[max(rise - 1, 0)]
+
+
+@exercise("Exercise 4: where your GPU leaves the overhead-bound regime",
+          "sweep batch sizes from 1 to 4096 in steps of 2, time each step by launch throughput, take the floor "
+          "of the three smallest, and return the batch just before the final run of batches that all take "
+          "more than 1.5x the floor.")
+def check_flat_until(find_flat_until: Callable[[Callable[[int], Callable[[], object]]], int]) -> str:
+    """Your sweep finds the knee the checker planted in steps of known GPU time (drawn afresh each call)."""
+    require_cuda("timing steps on the GPU")
+    knee = random.choice(PLANTED_KNEES)
+    yours = find_flat_until(planted_steps(knee))
+    if isinstance(yours, bool) or not isinstance(yours, int) or yours < 1:
+        raise CheckFailed(f"find_flat_until returned {yours!r}; return a batch size (a positive int)")
+    where = (f"the checker planted steps of {PLANTED_FLOOR_US:.0f} us up to batch {knee}, "
+             f"{2 * PLANTED_FLOOR_US:.0f} us at {2 * knee}, growing with the batch past it")
+    if yours == 2 * knee:
+        raise CheckFailed(f"yours {yours}: one step too far ({where}); return the batch *before* the rising run")
+    if yours == knee // 2:
+        raise CheckFailed(f"yours {yours}: one step too early ({where}); the knee is the last batch at the floor")
+    if yours != knee:
+        raise CheckFailed(f"yours {yours}, expected {knee}: {where}")
+    return f"found batch {knee}: {where}"

@@ -1,0 +1,1 @@
+"""Chapter 07, Capstone: the overhead ladder: chapter.py (its facts), checkers.py (its lab's checkers), guide.yml (its class)."""

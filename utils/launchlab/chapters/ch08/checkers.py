@@ -1,0 +1,440 @@
+"""Checkers for lab 08, "Graphs across GPUs".
+
+Each checker runs your function's source on two ranks started with torchrun, under a timeout that stops them
+all: exercises 1 and 3 with gloo on the CPU, exercise 2 with NCCL on two GPUs. Every rank gets different
+data, and the checker compares with eager collectives, so an answer that only looks right cannot pass.
+`judged_together` lets one pair of ranks meet several answers to an exercise in turn (the mutation suite's way
+of paying for one start-up instead of one each).
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+import textwrap
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from ...checking import CheckFailed, exercise
+from ...env import gpu_count
+from ...ranks import RankRun, run_ranks
+
+# What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
+__all__ = ["check_functional_all_reduce", "check_graphed_mean", "check_symmetric_clip"]
+
+RANK_TIMEOUT_S = 240
+WATCHDOG_S = 20  # how long one answer may take on a rank in exercise 3 (a collective it waits on forever stops it)
+SLOW_WATCHDOG_S = 120  # the same in exercises 1 and 2, whose first answer compiles or profiles
+TOLERANCE = 1e-4
+
+# Every rank program: the imports a learner's function may use, the checker's own exceptions, and the helper that
+# tells the learner's errors (reported, then on to the next answer) from the checker's (the rank stops).
+PRELUDE = '''
+import linecache
+import sys
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+from launchlab.ranks import Watchdog, init, result, shutdown, unrolled
+
+
+class YourCodeRaised(Exception):
+    """The learner's function raised: that answer's row says so, and the ranks go on to the next answer."""
+
+
+class CollectiveFailed(Exception):
+    """A collective of the checker's failed: the partner rank is gone or out of step; this rank stops."""
+
+
+def yours(fn, *args):
+    try:
+        return fn(*args)
+    except (NotImplementedError, CollectiveFailed):
+        raise
+    except Exception as exc:
+        raise YourCodeRaised(f"{type(exc).__name__}: {exc}".splitlines()[0][:300]) from exc
+
+
+def checkers_all_reduce(t):
+    try:
+        dist.all_reduce(t)
+    except Exception as exc:
+        raise CollectiveFailed(f"{type(exc).__name__}: {exc}".splitlines()[0][:300]) from exc
+    return t
+
+
+def difference(a, b):
+    """Largest absolute difference of two tensors, or infinity where they cannot be compared."""
+    if not isinstance(a, torch.Tensor) or a.shape != b.shape:
+        return float("inf")
+    return (a.detach().float().cpu() - b.detach().float().cpu()).abs().max().item()
+
+
+rank, world, device = init(sys.argv[1])
+'''
+
+# The answers, one after another: a collective first checks that both ranks reached the same answer (one left
+# out of step by the answer before stops the run, and the answers after it are judged alone).
+EPILOGUE = '''
+for index, (name, source) in enumerate(LEARNERS):
+    watchdog = Watchdog(rank, WATCHDOG_S)  # stops this rank if this answer has not finished in time
+    mark = torch.tensor([1000.0 + index], device=device)
+    if checkers_all_reduce(mark).item() != world * (1000.0 + index):
+        watchdog.finish()
+        break
+    filename = f"<your {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    space = dict(globals())
+    try:
+        try:
+            exec(compile(source, filename, "exec"), space)
+        except Exception as exc:
+            raise YourCodeRaised(f"{type(exc).__name__}: {exc}".splitlines()[0][:300]) from exc
+        row = judge(space[name])
+    except NotImplementedError as exc:
+        row = {"not_implemented": str(exc)}
+    except YourCodeRaised as exc:
+        row = {"raised": str(exc)}
+    result(rank=rank, index=index, **row)
+    watchdog.finish()
+shutdown()
+'''
+
+
+@dataclass(frozen=True)
+class _Exercise:
+    """A rank program's middle: `judge(learner) -> dict`, run on every rank for every answer."""
+
+    body: str
+    backend: str
+    constants: Callable[[], dict]
+
+
+def _source(fn: Callable) -> tuple[str, str]:
+    """(name, source) of the learner's function, as written."""
+    name = getattr(fn, "__name__", "")
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError) as exc:
+        raise CheckFailed(f"cannot read the source of {name or fn!r} ({exc}); define it with `def` in a notebook "
+                          "cell") from None
+    if not name.isidentifier():
+        raise CheckFailed(f"define your function with `def` (the ranks run its source by name), not as {name!r}")
+    return name, source
+
+
+def _program(learners: list[tuple[str, str]], ex: _Exercise) -> str:
+    lines = "".join(f"{name} = {value!r}\n" for name, value in {**ex.constants(), "LEARNERS": learners}.items())
+    return f"{PRELUDE}\n{lines}\n{textwrap.dedent(ex.body)}\n{EPILOGUE}"
+
+
+def _run(program: str, backend: str) -> RankRun:
+    run = run_ranks(program, nprocs=2, args=(backend,), timeout_s=RANK_TIMEOUT_S, echo=False)
+    if not run.ok and not run.timed_out and not run.results():
+        # Once in a while on a loaded machine a gloo rank dies while the group forms, before any code of the
+        # learner's ran: run it again, so a verdict never rests on that. Code that fails fails twice.
+        run = run_ranks(program, nprocs=2, args=(backend,), timeout_s=RANK_TIMEOUT_S, echo=False)
+    return run
+
+
+def _rows_of(run: RankRun, index: int) -> list[dict]:
+    """Each rank's row for answer `index`, by rank (fewer than 2 when a rank stopped before reporting it)."""
+    return sorted((r for r in run.results() if r.get("index") == index), key=lambda r: r["rank"])
+
+
+_TOGETHER: dict[Callable, list[dict]] = {}  # answer -> its rows from both ranks, inside judged_together
+
+
+def _rows(fn: Callable, ex: _Exercise) -> tuple[list[dict], RankRun | None]:
+    """Both ranks' rows for the learner's `fn`, and the run (None when judged_together already ran it)."""
+    if fn in _TOGETHER:
+        return _TOGETHER[fn], None
+    run = _run(_program([_source(fn)], ex), ex.backend)
+    return _rows_of(run, 0), run
+
+
+def _failed(run: RankRun) -> CheckFailed:
+    if run.timed_out:
+        return CheckFailed(f"the ranks did not finish within {RANK_TIMEOUT_S} s and were stopped")
+    errors = [line for line in run.lines if "Error" in line or "WATCHDOG" in line]
+    return CheckFailed(f"the ranks failed (exit {run.returncode}): " + (errors[-1][:300] if errors else
+                       "; ".join(run.lines[-3:])[:300]))
+
+
+def _answered(rows: list[dict], what: str) -> None:
+    """Fail on what the learner's function itself did wrong on a rank: not written yet, raised."""
+    for r in rows:
+        if "not_implemented" in r:
+            raise NotImplementedError(f"your {what} still raises NotImplementedError in the ranks")
+    for r in rows:
+        if "raised" in r:
+            raise CheckFailed(f"rank {r['rank']}: your {what} raised {r['raised']}")
+
+
+@contextmanager
+def judged_together(checker: Callable, answers: Iterable[Callable]) -> Iterator[None]:
+    """Inside the block, `checker` judges each of `answers` from one run of two ranks that met them all in turn.
+
+    An answer whose ranks did not both report (a rank stopped, or an answer before it left the ranks out of step)
+    is judged alone, as outside the block; answers that make the ranks disagree about their collectives are best
+    judged alone from the start, since each one stops the shared run.
+    """
+    ex = _EXERCISES[checker.__name__]
+    fns = list(answers)
+    run = _run(_program([_source(fn) for fn in fns], ex), ex.backend)
+    for index, fn in enumerate(fns):
+        rows = _rows_of(run, index)
+        if len(rows) == 2:
+            _TOGETHER[fn] = rows
+    try:
+        yield
+    finally:
+        for fn in fns:
+            _TOGETHER.pop(fn, None)
+
+
+# ---- exercise 1: functional collectives -----------------------------------------------------------------------
+
+_FUNCTIONAL = _Exercise('''
+    from launchlab.compat import explain
+
+
+    def eager_all_reduce(t):
+        return checkers_all_reduce(t.clone())
+
+
+    def judge(learner):
+        torch.manual_seed(SEED + rank)  # different data on each rank: the sum must really combine them
+        x, w, probe = torch.randn(8, 32), torch.randn(32, 32) / 6, torch.randn(8, 32)
+        before = probe.clone()
+        out = yours(learner, probe)  # one call, eagerly: its value, and what it did to its input
+        total = eager_all_reduce(before)
+        if not isinstance(out, torch.Tensor):
+            return {"returned": type(out).__name__}
+        row = {"input_changed": not torch.equal(probe, before), "probe_error": difference(out, total),
+               "as_mean": difference(out, total / world), "as_own": difference(out, before)}
+        report = yours(explain, unrolled(learner, 4), x, w)
+        layered = yours(unrolled(learner, 4), x, w)
+        return {**row, "graphs": report.graph_count, "breaks": len(report.break_reasons),
+                "reasons": [r.splitlines()[0] for r in report.break_reasons],
+                "error": difference(layered, unrolled(eager_all_reduce, 4)(x, w))}
+''', "gloo", lambda: {"SEED": random.randrange(10_000), "WATCHDOG_S": SLOW_WATCHDOG_S})
+
+
+@exercise("Exercise 1: replace the disabled all-reduce with a functional one",
+          "return funcol.all_reduce(x, 'sum', dist.group.WORLD): it returns a new tensor and dynamo traces it, "
+          "where dist.all_reduce works in place behind a graph break")
+def check_functional_all_reduce(all_reduce_functional: Callable) -> str:
+    """One call on its own: the sum over two gloo ranks, its input left alone; four unrolled layers: one graph,
+    no breaks, and the eager all-reduce's answer."""
+    rows, run = _rows(all_reduce_functional, _FUNCTIONAL)
+    _answered(rows, "all_reduce_functional")
+    if len(rows) < 2:
+        raise _failed(run)
+    for r in rows:
+        where = f"rank {r['rank']}"
+        if "returned" in r:
+            raise CheckFailed(f"{where}: your function returned {r['returned']}, not a tensor",
+                              hint="return the result: funcol.all_reduce gives a new tensor, and a function that "
+                                   "only calls it returns None")
+        if r["probe_error"] > TOLERANCE:
+            if r["as_mean"] <= TOLERANCE:
+                raise CheckFailed(f"{where}: your result is the mean over ranks, not the sum",
+                                  hint="all-reduce with 'sum' and do not divide by the world size: the exercise "
+                                       "asks for the sum")
+            if r["as_own"] <= TOLERANCE:
+                raise CheckFailed(f"{where}: your result is this rank's own x: no collective combined the ranks",
+                                  hint="return the all-reduced tensor itself: a collective on a copy (x.clone()) "
+                                       "leaves x as it was, and returning x returns this rank's data alone")
+            raise CheckFailed(f"{where}: one call differs from the sum over ranks by {r['probe_error']:.3g}")
+        if r["input_changed"]:
+            raise CheckFailed(f"{where}: your function changed its input x in place",
+                              hint="return the sum as a new tensor and leave x alone: dist.all_reduce (or a "
+                                   "copy_ back into x) writes over the caller's tensor; funcol.all_reduce does not")
+        if r["breaks"] or r["graphs"] != 1:
+            raise CheckFailed(f"{where}: {r['graphs']} graphs and {r['breaks']} breaks over 4 all-reduces "
+                              f"(expected 1 graph, 0 breaks); first reason: {(r['reasons'] or ['none'])[0]}")
+        if r["error"] > 1e-5:
+            raise CheckFailed(f"{where}: four layers differ from the eager all-reduce by {r['error']:.3g}")
+    return ("one call gave the sum over ranks and left its input alone; 4 all-reduces in one graph with no "
+            "breaks on both ranks, equal to the eager all-reduce")
+
+
+# ---- exercise 2: an all-reduce in a CUDA graph ----------------------------------------------------------------
+
+_GRAPHED = _Exercise('''
+    from launchlab import trace
+    from launchlab.checking import counting_graph_calls
+
+
+    def judge(learner):
+        x = torch.zeros(4096, device=device)
+        graph = yours(learner, x, STEPS)
+        if not isinstance(graph, torch.cuda.CUDAGraph):
+            return {"returned": type(graph).__name__}
+        error, replays = 0.0, 0
+        for trial in range(3):
+            fresh = [torch.randn(4096, generator=torch.Generator().manual_seed(SEED + 10 * trial + r))
+                     for r in range(world)]
+            x.copy_(fresh[rank])
+            with counting_graph_calls() as counts:
+                yours(graph.replay)
+                torch.cuda.synchronize()
+            replays = max(replays, counts["replays"])
+            error = max(error, (x.cpu() - sum(fresh) / world).abs().max().item())
+        events = trace.record(graph.replay)
+        kernels = trace.count(events, {"kernel"})
+        row = {"error": error, "replays": replays, "kernels": kernels,
+               "graph_launches": trace.count(events, trace.LAUNCH_CATEGORIES, "cudaGraphLaunch"),
+               "kernel_launches": trace.count(events, trace.LAUNCH_CATEGORIES, "cudaLaunchKernel")}
+        try:
+            graph.reset()  # free its memory before the next answer (a graph never captured has nothing to free)
+        except RuntimeError:
+            pass
+        return row
+''', "nccl", lambda: {"SEED": random.randrange(10_000), "STEPS": 4, "WATCHDOG_S": SLOW_WATCHDOG_S})
+
+
+@exercise("Exercise 2: capture an all-reduce in a CUDA graph",
+          "warm the step up on a side stream, then capture `steps` rounds of dist.all_reduce(x) and "
+          "x.div_(world) inside torch.cuda.graph; return the graph, and replay nothing yourself")
+def check_graphed_mean(capture_mean: Callable) -> str:
+    """Three fresh inputs per rank give the mean over ranks after one replay, which is one graph launch running
+    at least a kernel per round."""
+    if gpu_count() < 2:
+        raise CheckFailed(f"this exercise runs 2 NCCL ranks, one per GPU, and this machine has {gpu_count()} GPU(s)")
+    rows, run = _rows(capture_mean, _GRAPHED)
+    _answered(rows, "capture_mean")
+    if len(rows) < 2:
+        raise _failed(run)
+    steps = 4
+    for r in rows:
+        if "returned" in r:
+            raise CheckFailed(f"rank {r['rank']}: capture_mean returned {r['returned']}, not a torch.cuda.CUDAGraph",
+                              hint="return the torch.cuda.CUDAGraph you captured (the checker replays it)")
+        if r["replays"] != 1:
+            raise CheckFailed(f"rank {r['rank']}: one call of graph.replay() made {r['replays']} graph replays",
+                              hint="return the torch.cuda.CUDAGraph itself: its replay runs the captured work, "
+                                   "never your Python")
+        if r["error"] > 1e-5:
+            raise CheckFailed(f"rank {r['rank']}: after one replay x differs from the mean over ranks by "
+                              f"{r['error']:.3g}: does the graph all-reduce the buffer you were given, and divide?")
+        if r["graph_launches"] != 1 or r["kernel_launches"]:
+            raise CheckFailed(f"rank {r['rank']}: one replay made {r['graph_launches']} graph launches and "
+                              f"{r['kernel_launches']} kernel launches; everything should be inside one graph")
+        if r["kernels"] < steps:
+            raise CheckFailed(f"rank {r['rank']}: one replay ran {r['kernels']} kernels for {steps} rounds",
+                              hint="capture all `steps` rounds (an all-reduce and a division each) in the graph")
+    return (f"3 fresh inputs on each rank gave the mean after one replay; one graph launch running "
+            f"{rows[0]['kernels']} kernels, no eager kernels")
+
+
+# ---- exercise 3: symmetric clipping ---------------------------------------------------------------------------
+
+_CLIP = _Exercise('''
+    def clipped(grad, norm):
+        return grad * (MAX_NORM / norm) if norm > MAX_NORM else grad
+
+
+    def judge(learner):
+        def all_reduce(t, what):
+            watchdog.collective(what, t.numel())
+            return checkers_all_reduce(t)
+
+        cases = []
+        for case, scales in enumerate(([1.0, 0.01], [0.01, 0.02], [1.0, 2.0])):
+            grads = [torch.randn(1000, generator=torch.Generator().manual_seed(SEED + 10 * case + r)) * scales[r]
+                     for r in range(world)]
+            norms = [g.norm() for g in grads]
+            total = torch.sqrt(sum(n ** 2 for n in norms))
+            expected = clipped(grads[rank], total)
+            slips = {"local": clipped(grads[rank], norms[rank]), "norms": clipped(grads[rank], sum(norms)),
+                     "no sqrt": clipped(grads[rank], total ** 2), "mean": clipped(grads[rank], total / world ** 0.5)}
+            given = grads[rank].clone()
+            issued = len(watchdog.log)
+            returned = yours(learner, given, MAX_NORM, all_reduce)
+            row = {"case": case, "issued": watchdog.log[issued:]}
+            row["steps"] = all_reduce(torch.ones(1), "step count").item()
+            if not isinstance(returned, torch.Tensor):
+                row["returned"] = type(returned).__name__
+            else:
+                row["error"] = difference(returned, expected)
+                row["in_place_error"] = difference(given, expected)
+                row["slips"] = [k for k, v in slips.items()
+                                if difference(v, expected) > TOLERANCE and difference(returned, v) <= TOLERANCE]
+                row["unclipped"] = (difference(returned, grads[rank]) <= TOLERANCE
+                                    and difference(grads[rank], expected) > TOLERANCE)
+            cases.append(row)
+        return {"cases": cases}
+''', "gloo", lambda: {"SEED": random.randrange(10_000), "MAX_NORM": 5.0, "WATCHDOG_S": WATCHDOG_S,
+                      "TOLERANCE": TOLERANCE})
+
+SYMMETRY_HINT = ("issue the same collectives on every rank, in the same order: all-reduce the squared norm on every "
+                 "rank, every time, and only then decide from the global norm")
+CLIP_SLIPS = {
+    "local": "this rank decided by its own norm: all-reduce the squared norm first, then decide, and scale, by the "
+             "global norm every rank now shares",
+    "norms": "you added the ranks' norms: add their squared norms (all-reduce grad.norm() ** 2), then take the "
+             "square root",
+    "no sqrt": "the global norm is the square root of the summed squared norms: take .sqrt() after the all-reduce",
+    "mean": "all-reduce sums the squared norms: do not divide by the world size",
+}
+
+
+UNCLIPPED_HINT = ("every rank applies the same scale, max_norm / global norm, whenever the global norm is over the "
+                  "limit: a rank left its gradient as it was")
+
+
+def _clip_slip(cases: list[dict]) -> str | None:
+    """The hint of the one slip that explains every wrong gradient of every rank, if there is one."""
+    wrong = [c for c in cases if "error" in c and c["error"] > TOLERANCE]
+    for slip in (*CLIP_SLIPS, "unclipped"):
+        if wrong and all(slip in c["slips"] or slip == "unclipped" and c["unclipped"] for c in wrong):
+            return CLIP_SLIPS.get(slip, UNCLIPPED_HINT)
+    return None
+
+
+@exercise("Exercise 3: make the clipping symmetric",
+          "every rank all-reduces its squared norm first (the same collective on every rank), then all ranks "
+          "decide from the global norm they now share")
+def check_symmetric_clip(clip_by_global_norm: Callable) -> str:
+    """Three cases (one rank over the limit, none, both) complete on both ranks, each issuing the same collectives,
+    with global-norm clipping in place."""
+    rows, run = _rows(clip_by_global_norm, _CLIP)
+    _answered(rows, "clip_by_global_norm")
+    if len(rows) < 2:  # judged alone, so `run` is this answer's
+        issued: dict[str, int] = {}
+        for line in run.tagged("COLLECTIVE"):
+            rank = line.split()[1]
+            issued[rank] = issued.get(rank, 0) + 1
+        raise CheckFailed(f"the ranks did not both finish (exit {run.returncode}); collectives issued per rank: "
+                          f"{issued or 'none'}: a rank that skips a collective leaves its partner waiting",
+                          hint=SYMMETRY_HINT)
+    described = ("rank 0 over the limit", "both under", "both over")
+    for first, second in zip(rows[0]["cases"], rows[1]["cases"], strict=True):
+        if first["issued"] != second["issued"]:
+            raise CheckFailed(f"{described[first['case']]}: rank 0 issued {first['issued'] or 'no collective'}, "
+                              f"rank 1 {second['issued'] or 'no collective'}", hint=SYMMETRY_HINT)
+    for r in rows:
+        for row in r["cases"]:
+            where = f"rank {r['rank']}, {described[row['case']]}"
+            if row["steps"] != 2.0:
+                raise CheckFailed(f"{where}: the step count came back {row['steps']:.1f}, not 2: the ranks' "
+                                  "collectives were paired wrongly", hint=SYMMETRY_HINT)
+            if "returned" in row:
+                raise CheckFailed(f"{where}: your function returned {row['returned']}, not the gradient",
+                                  hint="scale grad in place and return it")
+            if row["error"] > TOLERANCE:
+                raise CheckFailed(f"{where}: your gradient differs from global-norm clipping by {row['error']:.3g}",
+                                  hint=_clip_slip([c for r in rows for c in r["cases"]]))
+            if row["in_place_error"] > TOLERANCE:
+                raise CheckFailed(f"{where}: you returned the clipped gradient, but the gradient you were given was "
+                                  "not scaled", hint="scale grad in place (grad.mul_(scale)) and return it: the "
+                                  "optimiser reads the gradients where they are")
+    return (f"3 cases ({', '.join(described)}) finished on both ranks with the same collectives, each gradient "
+            "clipped in place by the global norm")
+
+
+_EXERCISES = {check_functional_all_reduce.__name__: _FUNCTIONAL, check_graphed_mean.__name__: _GRAPHED,
+              check_symmetric_clip.__name__: _CLIP}

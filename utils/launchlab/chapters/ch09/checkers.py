@@ -1,0 +1,802 @@
+"""Checkers for lab 09, "Past graphs: programmatic dependent launch and persistent kernels".
+
+Exercise 1 compiles your producer and consumer after the checker's prelude and runs them in a child process
+(a kernel that reads out of bounds can take the CUDA context down with it), after a kernel that keeps the GPU
+busy while the host enqueues them, the consumer launched with programmatic dependent launch. It judges the data
+first: x holds NaN until the producer writes it, so a consumer that reads x before its wait returns NaN.
+Then the overlap, on the GPU's clock: the consumer's prologue must stamp in while the producer is still in its
+planted stretch of work. Your producer runs before the checker's consumer and your consumer after the checker's
+producer as well, so a failure names the kernel at fault. Exercise 2 reads the edges of the graph you captured
+back from the driver (one chain of stage kernels, every edge programmatic), then runs it against x + stages.
+Exercise 3 runs the checker's persistent kernel over your grid barrier in a child process with a deadline
+(a barrier that never releases cannot be stopped from Python), hundreds of stages of cells that the next
+block wrote in the stage before, with a slow warp in each stage, and compares with the host. Exercise 4 runs on
+a CPU: the lab's three workloads and made-up ones whose tables hide traps (the fastest rung not allowed, ties
+within the noise, an outlier, a lucky sample, chains of different lengths).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import random
+import statistics
+from collections.abc import Callable
+
+from ... import devicegraphs, graphs
+from ...checking import CheckFailed, checker_call_in_child, exercise, require_cuda
+
+# What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
+__all__ = [
+    "PDL_PRELUDE",
+    "RUNGS",
+    "STAGES_SOURCE",
+    "STAGE_SOURCE",
+    "TIE",
+    "WORKLOADS",
+    "check_grid_barrier",
+    "check_pdl_chain",
+    "check_pdl_pair",
+    "check_rung",
+]
+
+CHILD_START_S = 40  # what a child may spend starting and compiling, before its GPU waits
+CHILD_EXIT_S = 5  # after its RESULT line, how long a child may take to exit
+GPU_TIMEOUT_S = 10  # one GPU wait; a right answer needs milliseconds
+
+
+def _in_child(call: str, timeout_s: float) -> dict:
+    """Run `call` (an expression on this module, returning a dict) in a child process; its dict back."""
+    return checker_call_in_child("ch09", call, timeout_s, CHILD_EXIT_S, "a loop on the GPU that never ends?")
+
+
+def _source(answer: object, what: str) -> str:
+    """The CUDA source a learner's function returned, or CheckFailed saying what it returned instead."""
+    if answer is None:
+        raise CheckFailed(f"{what} returned None: did it forget to `return` the CUDA source?")
+    if not isinstance(answer, str):
+        raise CheckFailed(f"{what} returned {type(answer).__name__} {answer!r:.60}; return the CUDA source as a string")
+    if "__" not in answer:
+        raise CheckFailed(f"{what} returned {answer!r:.80}, which holds no CUDA function: return the CUDA source")
+    return answer
+
+
+def _device():
+    """The current cuda.core Device."""
+    from cuda.core import Device
+
+    device = Device()
+    device.set_current()
+    return device
+
+
+def _require_pdl() -> None:
+    """Fail the check unless this GPU has programmatic dependent launch (compute capability 9.0 or newer)."""
+    device = _device()
+    if int(device.arch) < 90:
+        raise CheckFailed(f"programmatic dependent launch needs compute capability 9.0 (Hopper) or newer; this GPU "
+                          f"is sm_{device.arch}")
+
+
+def _compile(source: str):
+    """`source` compiled by NVRTC for this GPU (cuda.core ObjectCode)."""
+    from cuda.core import Program, ProgramOptions
+
+    device = _device()
+    return Program(source, "c++", ProgramOptions(arch=f"sm_{device.arch}")).compile("cubin")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    lines = [line for line in text.splitlines() if "error" in line.lower()] or text.splitlines() or [""]
+    return lines[0][:300]
+
+
+# ---- exercise 1: the wait and the trigger in a producer/consumer pair ---------------------------------------
+
+PDL_PRELUDE = r"""
+// Lab 09's device helpers: the checker puts them before your source.
+// PDL's two instructions, as in the lecture: cudaGridDependencySynchronize() and
+// cudaTriggerProgrammaticLaunchCompletion() in CUDA C++.
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+__device__ __forceinline__ unsigned long long launchlab_now() {   // the GPU's nanosecond clock
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// The producer's work: a stretch of stamps[2] ns that touches nothing, then x = source, then the stamp of its
+// last block out in stamps[0]. Every thread of every block calls it.
+__device__ void launchlab_produce(const float* source, float* x, int n, unsigned long long* stamps) {
+    unsigned long long start = launchlab_now();
+    while (launchlab_now() - start < stamps[2]) { }
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] = source[i];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicMax(&stamps[0], launchlab_now());
+    }
+}
+
+// The consumer's prologue: what a real kernel spends computing indices, loading constants, clearing shared
+// memory. It reads nothing the producer writes; it stamps its first block in, in stamps[1].
+__device__ void launchlab_prologue(unsigned long long* stamps) {
+    if (threadIdx.x == 0) atomicMin(&stamps[1], launchlab_now());
+}
+"""
+# The checker's side of each run: a kernel that keeps the GPU busy while the host enqueues the pair, and a
+# producer and a consumer known to be right, run against each of yours.
+CHECKER_PAIR_SOURCE = r"""
+extern "C" __global__ void launchlab_hold(unsigned long long ns) {
+    unsigned long long start = launchlab_now();
+    while (launchlab_now() - start < ns) { }
+}
+extern "C" __global__ void launchlab_producer(const float* source, float* x, int n, unsigned long long* stamps) {
+    pdl_trigger();
+    launchlab_produce(source, x, n, stamps);
+}
+extern "C" __global__ void launchlab_consumer(const float* x, float* y, int n, unsigned long long* stamps) {
+    launchlab_prologue(stamps);
+    pdl_wait();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] = 2.0f * x[i] + 1.0f;
+}
+"""
+PRODUCE_NS = 40_000  # the producer's stretch of work before it writes x
+LEAD_NS = PRODUCE_NS // 4  # how long before the producer's end the consumer's prologue must have run
+HOLD_NS = 3_000_000  # the GPU is kept busy this long while the host enqueues producer and consumer
+PRODUCER_BLOCKS = 8
+PAIR_GUARD = 512  # cells after y[n] that must stay untouched
+SENTINEL = -1234.5  # what y holds before the consumer runs
+NO_STAMP = (1 << 64) - 1
+PAIRINGS = {"yours": ("producer", "consumer"), "your consumer": ("launchlab_producer", "consumer"),
+            "your producer": ("producer", "launchlab_consumer")}
+
+
+def _pair_cases(seed: int) -> list[dict]:
+    """Three runs: block sizes 128, 256 and 384 in a drawn order, n never a multiple of the block."""
+    rng = random.Random(seed)
+    blocks = [128, 256, 384]
+    rng.shuffle(blocks)
+    cases = []
+    for block in blocks:
+        n = rng.randrange(3_000, 20_000)
+        n += 1 if n % block == 0 else 0
+        cases.append({"n": n, "block": block, "seed": rng.randrange(1 << 30)})
+    return cases
+
+
+def _pair_trial(source: str, cases: list, timeout_s: float = 10.0) -> dict:
+    """Each pairing of producer and consumer (yours with yours, the checker's with yours) on each case, in a
+    child process: what y held and when the consumer's prologue ran against the producer's end."""
+    import cupy as cp
+    import numpy as np
+    from cuda.core import LaunchConfig, launch
+
+    _device()
+    try:
+        yours = _compile(PDL_PRELUDE + source)
+        kernels = {name: yours.get_kernel(name) for name in ("producer", "consumer")}
+    except Exception as exc:
+        return {"error": f"your source did not compile, or lacks a `producer` or `consumer` kernel: {_first_line(exc)}",
+                "hint": "define both kernels with extern \"C\" and the signatures given, using the prelude's helpers"}
+    checker = _compile(PDL_PRELUDE + CHECKER_PAIR_SOURCE)
+    kernels.update({name: checker.get_kernel(name)
+                    for name in ("launchlab_hold", "launchlab_producer", "launchlab_consumer")})
+    stream = _device().create_stream()
+
+    def run(producer: str, consumer: str, case: dict) -> dict:
+        n, block = case["n"], case["block"]
+        rng = np.random.default_rng(case["seed"])
+        source_x = cp.asarray(rng.uniform(-8, 8, n).astype(np.float32))
+        x = cp.full(n + PAIR_GUARD, np.nan, dtype=cp.float32)  # a read before the producer wrote it gives NaN
+        y = cp.full(n + PAIR_GUARD, SENTINEL, dtype=cp.float32)
+        stamps = cp.asarray(np.array([0, NO_STAMP, PRODUCE_NS], dtype=np.uint64))
+        cp.cuda.Device().synchronize()
+        launch(stream, LaunchConfig(grid=1, block=32), kernels["launchlab_hold"], np.uint64(HOLD_NS))
+        launch(stream, LaunchConfig(grid=PRODUCER_BLOCKS, block=256), kernels[producer],
+               source_x.data.ptr, x.data.ptr, np.int32(n), stamps.data.ptr)
+        launch(stream, LaunchConfig(grid=-(-n // block), block=block, programmatic_stream_serialization=True),
+               kernels[consumer], x.data.ptr, y.data.ptr, np.int32(n), stamps.data.ptr)
+        devicegraphs.wait(stream, timeout_s, "your producer and consumer")
+        want, got, after = 2 * source_x.get() + np.float32(1), y[:n].get(), y[n:].get()
+        wrong = np.flatnonzero(got != want)
+        first = int(wrong[0]) if wrong.size else -1
+        end, begin, _ = (int(v) for v in stamps.get())
+        return {"n": n, "block": block, "wrong": int(wrong.size), "nan": int(np.isnan(got).sum()),
+                "untouched": int((got == np.float32(SENTINEL)).sum()), "first": first,
+                "got": float(got[first]) if first >= 0 else 0.0, "want": float(want[first]) if first >= 0 else 0.0,
+                "past_end": int((after != np.float32(SENTINEL)).sum()),
+                "produced": end != 0, "prologue": begin != NO_STAMP,
+                "lead_ns": end - begin if end and begin != NO_STAMP else None}
+
+    found = {}
+    try:
+        for name, (producer, consumer) in PAIRINGS.items():
+            run(producer, consumer, cases[0])  # warm-up: loads the modules, so no launch waits for the host
+            found[name] = [run(producer, consumer, case) for case in cases]
+    except TimeoutError:
+        return {"error": f"your kernels did not finish within {timeout_s:g} s and were stopped",
+                "hint": "no loop in your kernels should depend on anything but n"}
+    except Exception as exc:
+        return {"error": f"running your kernels failed: {_first_line(exc)}",
+                "hint": "check the signatures: producer(const float* source, float* x, int n, unsigned long long* "
+                        "stamps), consumer(const float* x, float* y, int n, unsigned long long* stamps), and that "
+                        "no thread writes y[i] for i >= n"}
+    return {"pairings": found}
+
+
+WAIT_HINT = ("every thread of the consumer must call pdl_wait() before it reads x: before the wait, x may still be "
+             "NaN, the producer's planted stretch of work not yet over")
+
+
+def _data_problem(runs: list[dict], who: str) -> CheckFailed | None:
+    """What was wrong with y in one pairing's runs; None if every y was 2 x + 1 and nothing past the end moved."""
+    for r in runs:
+        where = f"{who}, n = {r['n']:,} with blocks of {r['block']}"
+        if r["past_end"]:
+            return CheckFailed(f"{where}: {r['past_end']} cells after y[n - 1] were written",
+                               hint="write y[i] only for i < n: the last block is only partly inside the array")
+        if not r["wrong"]:
+            continue
+        detail = (f"{where}: {r['wrong']:,} of {r['n']:,} values of y are wrong ({r['nan']:,} NaN, "
+                  f"{r['untouched']:,} never written); first y[{r['first']}] = {r['got']:g}, expected {r['want']:g}")
+        if r["nan"]:
+            if who == "your producer before the checker's consumer":
+                return CheckFailed(detail, hint="the producer must call launchlab_produce(source, x, n, stamps) in "
+                                                "every thread: it writes x")
+            return CheckFailed(detail + ": the consumer read x before the producer had written it", hint=WAIT_HINT)
+        if r["untouched"]:
+            return CheckFailed(detail, hint="cover every i < n whatever the block size: i = blockIdx.x * blockDim.x "
+                                            "+ threadIdx.x (a grid-stride loop is fine too), bounded by n itself")
+        return CheckFailed(detail, hint="y[i] = 2 * x[i] + 1")
+    return None
+
+
+def _best_lead(runs: list[dict]) -> float | None:
+    leads = [r["lead_ns"] for r in runs if r["lead_ns"] is not None]
+    return max(leads) / 1e3 if leads else None
+
+
+def _pair_problem(report: dict) -> CheckFailed | None:
+    """What went wrong in a pair trial, from what the child reported; None if the pair is right and overlaps."""
+    found = report["pairings"]
+    # the checker's producer with your consumer first, then yours with the checker's: each names the kernel at fault
+    for name, who in (("your consumer", "the checker's producer before your consumer"),
+                      ("your producer", "your producer before the checker's consumer"), ("yours", "your pair")):
+        problem = _data_problem(found[name], who)
+        if problem:
+            return problem
+    if not any(r["produced"] for r in found["yours"]):
+        return CheckFailed("your producer never called launchlab_produce: the checker has no stamp of its end",
+                           hint="call launchlab_produce(source, x, n, stamps) in every thread of the producer")
+    if not any(r["prologue"] for r in found["yours"]):
+        return CheckFailed("your consumer never called launchlab_prologue: the checker cannot see when it came in",
+                           hint="call launchlab_prologue(stamps) in every thread of the consumer, before its wait")
+    late = f"{PRODUCE_NS / 1e3:.0f} us stretch of work"
+    lead = _best_lead(found["your consumer"])
+    if lead is None or lead * 1e3 < LEAD_NS:
+        return CheckFailed(f"after the checker's producer, your consumer's prologue ran {_ran(lead)} the producer "
+                           f"ended (the producer lets it launch before its {late}): it did not overlap",
+                           hint="run launchlab_prologue(stamps) before pdl_wait(): work after the wait waits for the "
+                                "whole producer, so nothing overlaps")
+    lead = _best_lead(found["your producer"])
+    if lead is None or lead * 1e3 < LEAD_NS:
+        return CheckFailed(f"before the checker's consumer, your producer let it come in {_ran(lead)} the producer "
+                           "ended: the consumer launched only when the producer was (nearly) done",
+                           hint="call pdl_trigger() at the start of the producer: the trigger publishes nothing, it "
+                                "only lets the consumer launch early; the consumer's wait still guards x")
+    lead = _best_lead(found["yours"])
+    if lead is None or lead * 1e3 < LEAD_NS:
+        return CheckFailed(f"together, your consumer's prologue ran {_ran(lead)} your producer ended",
+                           hint="trigger at the start of the producer; prologue before the wait in the consumer")
+    return None
+
+
+def _ran(lead_us: float | None) -> str:
+    if lead_us is None:
+        return "at no recorded time before"
+    return f"{lead_us:.1f} us before" if lead_us >= 0 else f"{-lead_us:.1f} us after"
+
+
+@exercise("Exercise 1: place the wait and the trigger",
+          "producer: pdl_trigger(); launchlab_produce(source, x, n, stamps). consumer: launchlab_prologue(stamps); "
+          "pdl_wait(); then y[i] = 2 x[i] + 1 for every i < n. The wait guards the reads; the trigger, and the "
+          "prologue before the wait, buy the overlap")
+def check_pdl_pair(pair_source: Callable[[], str], seed: int | None = None) -> str:
+    """Your pair, your consumer after the checker's producer and your producer before the checker's consumer:
+    y = 2 x + 1 exactly, nothing past the end written, and the consumer's prologue well before the producer's end."""
+    source = _source(pair_source(), "pair_source()")
+    require_cuda("programmatic dependent launch")
+    _require_pdl()
+    cases = _pair_cases(random.randrange(1 << 30) if seed is None else seed)
+    # every GPU wait is bounded, and the first that runs out ends the child
+    report = _in_child(f"_pair_trial({source!r}, {cases!r}, {GPU_TIMEOUT_S!r})", CHILD_START_S + 2 * GPU_TIMEOUT_S)
+    problem = _pair_problem(report)
+    if problem:
+        raise problem
+    found = report["pairings"]
+    sizes = ", ".join(f"{r['n']:,} ({r['block']})" for r in found["yours"])
+    return (f"y = 2 x + 1 on n = {sizes} (block size in brackets), read only after the wait; the consumer's "
+            f"prologue ran up to {_best_lead(found['yours']):.1f} us before the producer ended (it must run "
+            f"{LEAD_NS / 1e3:.0f} us before, of a {PRODUCE_NS / 1e3:.0f} us stretch)")
+
+
+# ---- exercise 2: a PDL chain captured into a graph ----------------------------------------------------------
+
+STAGE_SOURCE = r"""
+// One stage of the chain: dst = src + 1. It lets the next stage launch at once, and waits for the stage before
+// it to finish before reading src: both instructions do nothing unless the launch carries the PDL attribute.
+extern "C" __global__ void launchlab_add_one(const float* src, float* dst, int n) {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = src[i] + 1.0f;
+}
+"""
+STAGE_KERNEL = "launchlab_add_one"
+LAB_STAGES, LAB_N = 8, 1000  # the lab's example; the checker draws others
+CHAIN_GUARD = 256  # cells after each buffer's n that must stay untouched
+GUARD_VALUE = -3.0
+
+
+@functools.lru_cache(maxsize=1)
+def stage_kernel():
+    """launchlab_add_one compiled with cuda.core for this GPU (once per process)."""
+    return _compile(STAGE_SOURCE).get_kernel(STAGE_KERNEL)
+
+
+def _chain_cases(seed: int) -> list[tuple[int, int]]:
+    """(stages, n) of the two chains one check captures: an odd and an even stage count, neither the lab's, and
+    sizes above 1,024 elements that are no multiple of 128."""
+    rng = random.Random(seed)
+    odd, even = rng.choice([3, 5, 7, 9, 11]), rng.choice([4, 6, 10, 12])
+    cases = []
+    for stages in (odd, even):
+        n = rng.randrange(1_500, 9_000)
+        cases.append((stages, n + 1 if n % 128 == 0 else n))
+    return cases
+
+
+def _chain_problem(shape: graphs.Topology, edges: list[tuple[int, int, str]], stages: int) -> CheckFailed | None:
+    """What is wrong with a captured chain of `stages` stage kernels; None if it is one chain of programmatic edges."""
+    if shape.nodes == 0:
+        return CheckFailed("your graph is empty: nothing was recorded into the builder",
+                           hint="launch each stage on the builder: launch(builder, config, kernel, ...). A launch on "
+                                "another stream runs at once, outside the graph")
+    others = [f"{kind.lower()} {name}" for kind, name in zip(shape.kinds, shape.names, strict=True)
+              if kind != "KERNEL" or name != STAGE_KERNEL]
+    if others:
+        return CheckFailed(f"your graph has {shape.summary()}, among them {', '.join(others[:3])}; expected only "
+                           f"{STAGE_KERNEL} kernel nodes")
+    if shape.nodes != stages:
+        hint = "one launch per stage: for k in range(stages)"
+        if shape.nodes == LAB_STAGES:
+            hint = f"use the stages argument, not the lab's example ({LAB_STAGES})"
+        return CheckFailed(f"your graph has {shape.nodes} stage kernels; the chain has {stages} stages", hint=hint)
+    if not shape.is_chain():
+        return CheckFailed(f"your graph is {shape.summary()}: each stage must depend on the one before",
+                           hint="launch every stage on the builder itself, in order")
+    default = [(a, b) for a, b, kind in edges if kind != "programmatic"]
+    if len(default) == len(edges):
+        return CheckFailed(f"all {len(edges)} edges are full dependencies (default edges): no stage may start before "
+                           "the one before has finished",
+                           hint="launch with LaunchConfig(grid=..., block=..., programmatic_stream_serialization=True): "
+                                "a PDL launch is captured as a programmatic edge")
+    if default:
+        into = ", ".join(f"stage {_chain_position(shape, b)}" for _, b in default[:4])
+        return CheckFailed(f"{len(default)} of {len(edges)} edges are full dependencies: the edges into {into}",
+                           hint="the attribute goes on the launch that depends: every stage after the first needs "
+                                "programmatic_stream_serialization=True")
+    return None
+
+
+def _chain_position(shape: graphs.Topology, node: int) -> int:
+    """A node's place in a chain (0 for the first stage)."""
+    before = {b: a for a, b in shape.edges}
+    place = 0
+    while node in before:
+        node, place = before[node], place + 1
+    return place
+
+
+def _chain_data_problem(out, expected, guards_moved: int, stages: int, n: int) -> CheckFailed | None:
+    """What is wrong with buffers[stages % 2] after a replay (NumPy arrays); None if it is x + stages."""
+    import numpy as np
+
+    if guards_moved:
+        return CheckFailed(f"{guards_moved} cells after the first n of the buffers were written",
+                           hint="pass n itself to the kernel, not the buffers' length (they are longer than n)")
+    wrong = np.flatnonzero(out != expected)
+    if not wrong.size:
+        return None
+    first = int(wrong[0])
+    detail = (f"{stages} stages on n = {n:,}: {wrong.size:,} of {n:,} results differ from x + {stages}; first at "
+              f"[{first}]: {out[first]:g}, expected {expected[first]:g}")
+    if first > 0 and wrong.size == n - first:  # a wrong tail and nothing else: a grid too small for n
+        return CheckFailed(detail + f": the last {wrong.size} elements were never computed",
+                           hint="launch enough blocks to cover n: grid = (n + block - 1) // block")
+    if bool(np.isnan(out).any()):
+        return CheckFailed(detail + " (NaN: a stage read the buffer nobody had written)",
+                           hint="stage k reads buffers[k % 2] and writes buffers[(k + 1) % 2]")
+    steps = np.round(out[wrong] - expected[wrong] + stages)
+    if bool(np.all(steps == steps[0])):
+        return CheckFailed(detail + f" (x + {int(steps[0])} instead)",
+                           hint="stage k reads buffers[k % 2] and writes buffers[(k + 1) % 2], for k in range(stages)")
+    return CheckFailed(detail)
+
+
+@exercise("Exercise 2: a PDL chain in a captured graph",
+          "for k in range(stages): launch(builder, LaunchConfig(grid=(n + 255) // 256, block=256, "
+          "programmatic_stream_serialization=True), kernel, buffers[k % 2].data.ptr, buffers[(k + 1) % 2].data.ptr, "
+          "np.int32(n))")
+def check_pdl_chain(capture_pdl_chain: Callable, seed: int | None = None) -> str:
+    """Your builder holds `stages` stage kernels in one chain whose edges are all programmatic (read back from the
+    driver), and one launch of the graph leaves x + stages in buffers[stages % 2], for two chains the checker draws."""
+    import cupy as cp
+    import numpy as np
+
+    require_cuda("programmatic dependent launch")
+    _require_pdl()
+    kernel = stage_kernel()
+    stream = _device().create_stream()
+    rng = np.random.default_rng(seed)
+    lines = []
+    for stages, n in _chain_cases(int(rng.integers(1 << 30))):
+        x = rng.uniform(-100, 100, n).astype(np.float32)
+        a, b = (cp.full(n + CHAIN_GUARD, GUARD_VALUE, dtype=cp.float32) for _ in range(2))
+        builder = stream.create_graph_builder().begin_building()
+        try:
+            capture_pdl_chain(builder, kernel, stages, (a, b), n)
+            if getattr(builder, "is_building", False):  # ending it yourself is fine too
+                builder.end_building()
+        except BaseException:
+            graphs.end_abandoned_capture(getattr(builder, "stream", stream))
+            raise
+        shape, edges = graphs.topology(builder), graphs.edge_types(builder)
+        problem = _chain_problem(shape, edges, stages)
+        if problem:
+            raise problem
+        graph = builder.complete()
+        a[:n], b[:n] = cp.asarray(x), cp.nan  # after the capture: a launch that ran outside the graph is undone
+        cp.cuda.Device().synchronize()
+        graph.launch(stream)
+        devicegraphs.wait(stream, GPU_TIMEOUT_S, "your chain")
+        expected = x.copy()
+        for _ in range(stages):
+            expected = expected + np.float32(1)
+        out = (a, b)[stages % 2][:n].get()
+        guards_moved = int((a[n:] != GUARD_VALUE).sum() + (b[n:] != GUARD_VALUE).sum())
+        problem = _chain_data_problem(out, expected, guards_moved, stages, n)
+        if problem:
+            raise problem
+        lines.append(f"{stages} stages on {n:,} elements")
+    return (f"{' and '.join(lines)}: one chain of stage kernels, every edge programmatic (read from the driver), "
+            "and each graph's launch gives x + stages")
+
+
+# ---- exercise 3: the grid barrier of a persistent kernel ----------------------------------------------------
+
+STAGES_SOURCE = r"""
+// The checker's persistent kernel: every stage in one launch, your grid_barrier between stages. Block k owns
+// the chunk cells from k * chunk; stage s reads its own cells and the next block's, which that block wrote in
+// stage s - 1. In each stage one block's last warp starts late, so a block that goes on too early reads stale cells.
+extern "C" __global__ void launchlab_stages(unsigned int* a, unsigned int* b, int chunk, int stages,
+                                            unsigned int* count, unsigned int* generation,
+                                            unsigned long long slow_ns) {
+    int n = chunk * (int)gridDim.x;
+    for (int s = 0; s < stages; ++s) {
+        const unsigned int* src = (s % 2 == 0) ? a : b;
+        unsigned int* dst = (s % 2 == 0) ? b : a;
+        if (blockIdx.x == (unsigned int)s % gridDim.x && threadIdx.x >= blockDim.x - 32) {
+            unsigned long long start, t;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+            do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - start < slow_ns);
+        }
+        for (int j = threadIdx.x; j < chunk; j += blockDim.x) {
+            int i = (int)blockIdx.x * chunk + j;
+            dst[i] = src[i] * 3u + src[(i + chunk) % n] + (unsigned int)s;
+        }
+        grid_barrier(count, generation);
+    }
+}
+"""
+SLOW_NS = 3_000  # how late the slow warp of each stage starts
+
+
+def _barrier_cases(seed: int) -> list[dict]:
+    """Three launches: most SMs, about half of them, and a handful of blocks; block sizes 64 to 384 in a drawn
+    order, hundreds of stages (one count odd), a chunk of one to three cells a thread."""
+    rng = random.Random(seed)
+    blocks = rng.sample([64, 128, 256, 384], 3)
+    fractions = [rng.uniform(0.8, 0.99), rng.uniform(0.4, 0.6), None]
+    cases = []
+    for block, fraction in zip(blocks, fractions, strict=True):
+        cases.append({"block": block, "fraction": fraction, "few": rng.randrange(2, 9),
+                      "stages": rng.randrange(150, 300), "per_thread": rng.randrange(1, 4),
+                      "seed": rng.randrange(1 << 30)})
+    cases[1]["stages"] |= 1  # one odd stage count: the result ends in b
+    return cases
+
+
+def _grid_for(case: dict, sms: int) -> int:
+    """The blocks of one case on a GPU of `sms` SMs: never all SMs, never the block size, at least 2."""
+    grid = case["few"] if case["fraction"] is None else int(case["fraction"] * sms)
+    grid = max(2, min(grid, sms - 1))
+    return grid - 1 if grid == case["block"] else grid
+
+
+def stages_reference(a, chunk: int, stages: int):
+    """The host's result of launchlab_stages on a (a uint32 NumPy array): the last buffer the kernel writes."""
+    import numpy as np
+
+    src = a.astype(np.uint32)
+    for s in range(stages):
+        src = src * np.uint32(3) + np.roll(src, -chunk) + np.uint32(s)
+    return src
+
+
+HANG_HINT = ("count arrivals once per block (thread 0), compare the arrival's old value with gridDim.x - 1, have "
+             "that last block reset count to 0 and then bump generation, and spin on the volatile generation "
+             "until it changes from the value read before arriving")
+EARLY_HINT = ("no thread may go on before every block has finished the stage: __syncthreads() before thread 0 "
+              "arrives, __threadfence() around the arrival, spin until generation changes, __syncthreads() after")
+
+
+def _barrier_trial(source: str, cases: list, timeout_s: float = 10.0) -> dict:
+    """The checker's persistent kernel over your barrier on each case (in a child process)."""
+    import cupy as cp
+    import numpy as np
+    from cuda.core import LaunchConfig, launch
+
+    device = _device()
+    try:
+        kernel = _compile(source + STAGES_SOURCE).get_kernel("launchlab_stages")
+    except Exception as exc:
+        return {"error": f"your source did not compile with the checker's kernel: {_first_line(exc)}",
+                "hint": "define __device__ void grid_barrier(unsigned int* count, volatile unsigned int* generation)"}
+    sms = device.properties.multiprocessor_count
+    stream = device.create_stream()
+    count = cp.zeros(1, dtype=cp.uint32)
+    generation = cp.asarray(np.array([random.Random(cases[0]["seed"]).randrange(1 << 16)], dtype=np.uint32))
+    done = []
+    for case in cases:  # count and generation carry over: a barrier must leave them ready for the next launch
+        block, stages = case["block"], case["stages"]
+        grid, chunk = _grid_for(case, sms), case["block"] * case["per_thread"]
+        rng = np.random.default_rng(case["seed"])
+        start = rng.integers(0, 1 << 32, grid * chunk, dtype=np.uint32)
+        a, b = cp.asarray(start), cp.asarray(rng.integers(0, 1 << 32, grid * chunk, dtype=np.uint32))
+        where = f"{grid} blocks of {block} threads, {stages} stages"
+        cp.cuda.Device().synchronize()
+        try:
+            launch(stream, LaunchConfig(grid=grid, block=block, is_cooperative=True), kernel, a.data.ptr, b.data.ptr,
+                   np.int32(chunk), np.int32(stages), count.data.ptr, generation.data.ptr, np.uint64(SLOW_NS))
+            devicegraphs.wait(stream, timeout_s, "the persistent kernel")
+        except TimeoutError:
+            return {"error": f"on {where}, your barrier never let the kernel finish: it was stopped after "
+                             f"{timeout_s:g} s (blocks spinning for an arrival or a release that never came)",
+                    "hint": HANG_HINT}
+        except Exception as exc:
+            return {"error": f"on {where}, the persistent kernel failed: {_first_line(exc)}", "hint": HANG_HINT}
+        out = (b if stages % 2 else a).get()
+        expected = stages_reference(start, chunk, stages)
+        wrong = np.flatnonzero(out != expected)
+        done.append({"grid": grid, "block": block, "stages": stages, "cells": grid * chunk, "wrong": int(wrong.size),
+                     "first": int(wrong[0]) if wrong.size else -1, "chunk": chunk, "count": int(count.get()[0])})
+        if _barrier_problem(done[-1]):
+            break  # the first launch that went wrong says enough
+    return {"cases": done}
+
+
+def _barrier_problem(r: dict) -> CheckFailed | None:
+    """What went wrong with one launch, from what the child reported; None if it matched the host."""
+    where = f"on {r['grid']} blocks of {r['block']} threads, {r['stages']} stages"
+    if r["wrong"]:
+        block = r["first"] // r["chunk"]
+        return CheckFailed(f"{where}: {r['wrong']:,} of {r['cells']:,} cells differ from the host's result (the "
+                           f"first in block {block}'s chunk): some block went on before the others had finished a "
+                           "stage", hint=EARLY_HINT)
+    if r["count"] != 0:
+        return CheckFailed(f"{where}: the kernel finished, but count is {r['count']} after it; it must be back to 0, "
+                           "or the next launch's barriers miscount",
+                           hint="the last block to arrive resets count to 0, before it bumps generation")
+    return None
+
+
+@exercise("Exercise 3: the grid barrier of a persistent kernel",
+          "__syncthreads(); in thread 0: read generation, __threadfence(), then if atomicAdd(count, 1) == "
+          "gridDim.x - 1 { reset count to 0; __threadfence(); bump generation } else spin while generation is "
+          "unchanged; __threadfence(); then __syncthreads()")
+def check_grid_barrier(grid_barrier_source: Callable[[], str], seed: int | None = None) -> str:
+    """The checker's persistent kernel over your barrier, three cooperative launches of hundreds of stages each
+    (in a child process with a deadline): every cell equal to the host's, count back to 0 after each launch."""
+    source = _source(grid_barrier_source(), "grid_barrier_source()")
+    require_cuda("a persistent kernel")
+    cases = _barrier_cases(random.randrange(1 << 30) if seed is None else seed)
+    # every GPU wait is bounded, and the first that runs out ends the child
+    report = _in_child(f"_barrier_trial({source!r}, {cases!r}, {GPU_TIMEOUT_S!r})", CHILD_START_S + 2 * GPU_TIMEOUT_S)
+    for case in report["cases"]:
+        problem = _barrier_problem(case)
+        if problem:
+            raise problem
+    if len(report["cases"]) != len(cases):
+        raise CheckFailed(f"only {len(report['cases'])} of {len(cases)} launches were run")
+    runs = ", ".join(f"{c['grid']} blocks of {c['block']} x {c['stages']} stages" for c in report["cases"])
+    return f"{runs}: every cell equal to the host's, no hang, count back to 0 after each launch"
+
+
+# ---- exercise 4: the right rung for each workload -----------------------------------------------------------
+
+RUNGS = ("graph", "graph + PDL", "persistent", "fused")  # simplest first
+TIE = 0.05  # rungs whose per-stage medians are this close (as a fraction of the fastest) are a tie
+SAMPLES = 7
+
+
+def allowed(workload: dict, rung: str) -> bool:
+    """Whether the workload allows a rung: one kernel for every stage needs own_kernels, fusing needs fusable too."""
+    if rung == "persistent":
+        return bool(workload["own_kernels"])
+    if rung == "fused":
+        return bool(workload["own_kernels"] and workload["fusable"])
+    return True
+
+
+def rung_by(workload: dict, summary: Callable = statistics.median, per_stage: bool = True,
+            respect: bool = True, tie: float = TIE) -> str:
+    """The simplest rung within `tie` of the fastest allowed one, the rungs compared by summary(samples) / stages.
+    The defaults give the right answer; the others, the mistakes the checker names."""
+    times = {}
+    for rung in RUNGS:
+        m = workload["measurements"][rung]
+        if allowed(workload, rung) or not respect:
+            times[rung] = summary(m["samples_us"]) / (m["stages"] if per_stage else 1)
+    best = min(times.values())
+    return next(rung for rung in RUNGS if rung in times and times[rung] <= (1 + tie) * best)
+
+
+SLIPS = [
+    ({"summary": statistics.fmean}, "compare medians, not means: one slow sample (a first run, a hiccup) pulls a "
+                                    "mean far off"),
+    ({"summary": min}, "compare medians, not the fastest sample: one lucky run is not the rung's speed"),
+    ({"per_stage": False}, "divide each median by the stages it was measured over: the rungs were timed over "
+                           "chains of different lengths"),
+    ({"tie": 0.0}, f"a rung within {TIE:.0%} of the fastest allowed one is a tie: take the simplest such rung, the "
+                   "first in RUNGS; a rung that is not measurably faster is not worth its complexity"),
+]
+
+
+def _measured(rng: random.Random, us_per_stage: float, stages: int, outlier: float = 1.0,
+              lucky: float = 1.0) -> dict:
+    """A rung's made-up measurement: SAMPLES runs of `stages` stages within 0.4% of us_per_stage, one of them
+    multiplied by outlier (a slow run) or lucky (a fast one)."""
+    samples = [round(us_per_stage * stages * rng.uniform(0.996, 1.004), 2) for _ in range(SAMPLES)]
+    if outlier != 1.0 or lucky != 1.0:
+        samples[0] = round(samples[0] * outlier * lucky, 2)
+    rng.shuffle(samples)
+    return {"stages": stages, "samples_us": samples}
+
+
+def _workload(rng: random.Random, name: str, own_kernels: bool, fusable: bool, ratios: dict,
+              stages: dict | None = None, outlier: dict | None = None, lucky: dict | None = None) -> dict:
+    """A made-up workload: per-stage times as ratios to a drawn base, each rung timed over its own chain length."""
+    base = rng.uniform(0.5, 1.5)
+    rungs = list(RUNGS)
+    rng.shuffle(rungs)  # the order of the table says nothing
+    measurements = {rung: _measured(rng, base * ratios[rung], (stages or {}).get(rung, rng.choice([50, 100, 200, 400])),
+                                    (outlier or {}).get(rung, 1.0), (lucky or {}).get(rung, 1.0)) for rung in rungs}
+    return {"name": name, "own_kernels": own_kernels, "fusable": fusable, "measurements": measurements}
+
+
+def planted_workloads(rng: random.Random) -> list[tuple[str, dict]]:
+    """(trap, workload) for made-up workloads, each with one trap: the fastest rung not allowed, a tie the simpler
+    rung wins, an outlier that moves a mean, a lucky sample that moves a minimum, chains of different lengths. Ties
+    are 2.5-3.5% apart, every other difference 12% or more. The names say nothing of the trap."""
+    def tie():
+        return 1 - rng.uniform(0.025, 0.035)
+
+    made = [
+        ("fusable chain", True, True, {"graph": 1.0, "graph + PDL": 0.84, "persistent": 0.92, "fused": 0.12}, {}),
+        ("fused is fastest but not allowed", True, False,
+         {"graph": 1.0, "graph + PDL": 0.86, "persistent": 0.72, "fused": 0.1}, {}),
+        ("a library kernel between stages", False, True,
+         {"graph": 1.0, "graph + PDL": 0.83, "persistent": 0.55, "fused": 0.3}, {}),
+        ("persistent ties graph + PDL", True, False,
+         {"graph": 1.0, "graph + PDL": 0.8, "persistent": 0.8 * tie(), "fused": 0.2}, {}),
+        ("graph + PDL ties graph", False, False,
+         {"graph": 1.0, "graph + PDL": tie(), "persistent": 0.6, "fused": 0.1}, {}),
+        ("an outlier in the fastest rung", True, False,
+         {"graph": 1.0, "graph + PDL": 0.87, "persistent": 0.7, "fused": 0.2}, {"outlier": {"persistent": 8.0}}),
+        ("a lucky sample", False, False,
+         {"graph": 1.0, "graph + PDL": 0.8, "persistent": 0.5, "fused": 0.3}, {"lucky": {"graph": 0.6}}),
+        ("chains of different lengths", True, False,
+         {"graph": 1.0, "graph + PDL": 0.85, "persistent": 0.72, "fused": 0.2},
+         {"stages": {"graph": 60, "graph + PDL": 100, "persistent": 400, "fused": 50}}),
+    ]
+    rng.shuffle(made)
+    return [(trap, _workload(rng, f"made-up workload {i + 1}", own, fusable, ratios, **extra))
+            for i, (trap, own, fusable, ratios, extra) in enumerate(made)]
+
+
+# The lab's three workloads: made-up measurements, shaped like the lecture's ladder.
+WORKLOADS = [
+    {"name": "elementwise chain", "own_kernels": True, "fusable": True,
+     "what": "bias, activation and scale, 4,096 cells a stage, all your own kernels; each cell of a stage depends "
+             "only on the same cell of the stage before",
+     "measurements": {
+         "graph": {"stages": 100, "samples_us": [86.1, 85.7, 86.4, 85.9, 86.8, 85.6, 86.2]},
+         "graph + PDL": {"stages": 100, "samples_us": [71.3, 70.9, 71.8, 71.1, 70.7, 71.5, 71.2]},
+         "persistent": {"stages": 100, "samples_us": [80.4, 80.1, 80.9, 79.8, 80.6, 80.3, 80.2]},
+         "fused": {"stages": 100, "samples_us": [6.3, 6.1, 6.4, 6.2, 6.2, 6.5, 6.3]}}},
+    {"name": "stencil sweeps", "own_kernels": True, "fusable": False,
+     "what": "64 blocks a stage, all your own kernels; each stage reads cells its neighbouring blocks wrote in the "
+             "stage before",
+     "measurements": {
+         "graph": {"stages": 200, "samples_us": [172.4, 171.8, 173.0, 172.1, 172.6, 171.5, 172.9]},
+         "graph + PDL": {"stages": 200, "samples_us": [142.6, 141.9, 143.1, 142.2, 142.8, 142.0, 142.4]},
+         "persistent": {"stages": 100, "samples_us": [58.3, 58.6, 57.9, 412.0, 58.1, 58.4, 58.0]},
+         "fused": {"stages": 100, "samples_us": [9.1, 9.0, 9.3, 9.2, 9.1, 9.4, 9.2]}}},
+    {"name": "decoder layer", "own_kernels": False, "fusable": False,
+     "what": "a library GEMM between your kernels; the persistent and fused figures come from a prototype that "
+             "replaced the GEMM with a naive one and computes wrong results",
+     "measurements": {
+         "graph": {"stages": 50, "samples_us": [96.2, 95.8, 96.5, 96.0, 96.9, 95.7, 96.3]},
+         "graph + PDL": {"stages": 50, "samples_us": [93.6, 93.1, 94.0, 93.4, 93.8, 92.9, 93.5]},
+         "persistent": {"stages": 50, "samples_us": [67.5, 67.1, 67.9, 67.3, 67.8, 66.9, 67.4]},
+         "fused": {"stages": 50, "samples_us": [21.2, 21.0, 21.5, 21.1, 21.3, 20.9, 21.4]}}},
+]
+
+
+def _per_stage_line(workload: dict) -> str:
+    parts = []
+    for rung in RUNGS:
+        m = workload["measurements"][rung]
+        mark = "" if allowed(workload, rung) else " (not allowed)"
+        parts.append(f"{rung} {statistics.median(m['samples_us']) / m['stages']:.3f}{mark}")
+    return "per-stage medians (us): " + ", ".join(parts)
+
+
+def _rung_of(choose_rung: Callable, workload: dict) -> str:
+    """The learner's rung for one workload (given a copy), or CheckFailed saying what was returned instead."""
+    yours = choose_rung(copy.deepcopy(workload))
+    what = f"for {workload['name']!r}"
+    if yours is None:
+        raise CheckFailed(f"choose_rung returned None {what}: did it forget to `return` the rung's name?")
+    if not isinstance(yours, str):
+        raise CheckFailed(f"choose_rung returned {type(yours).__name__} {yours!r:.40} {what}; return one of "
+                          f"{', '.join(map(repr, RUNGS))}")
+    if yours not in RUNGS:
+        raise CheckFailed(f"choose_rung returned {yours!r} {what}, which is not a rung: return one of "
+                          f"{', '.join(map(repr, RUNGS))}, spelled as in RUNGS")
+    return yours
+
+
+def _rung_failure(trap: str, workload: dict, yours: str, judged: list[tuple[dict, str]]) -> CheckFailed:
+    """The failure for the first workload answered wrong, with the hint of the slip that explains the answers: the
+    one that gives all of them if there is one, else one that gives this one."""
+    expected = rung_by(workload)
+    what = f"for {workload['name']!r}" + (f" (its trap: {trap})" if trap else "")
+    detail = f"{what} you chose {yours!r}, expected {expected!r}; {_per_stage_line(workload)}"
+    if not allowed(workload, yours):
+        flags = f"own_kernels={workload['own_kernels']}, fusable={workload['fusable']}"
+        return CheckFailed(detail, hint=f"{yours!r} is not allowed here ({flags}): persistent needs own_kernels, "
+                                        "fused needs own_kernels and fusable; the fastest figure does not matter")
+    everywhere = [hint for change, hint in SLIPS if all(rung_by(w, **change) == y for w, y in judged)]
+    here = [hint for change, hint in SLIPS if rung_by(workload, **change) == yours]
+    return CheckFailed(detail, hint=(everywhere or here or [None])[0])
+
+
+@exercise("Exercise 4: pick the rung",
+          "keep the rungs the workload allows; per-stage time = median(samples_us) / stages; among the allowed "
+          f"rungs, return the first in RUNGS within {TIE:.0%} of the fastest")
+def check_rung(choose_rung: Callable[[dict], str]) -> str:
+    """The lab's three workloads, then made-up ones that each hide a trap, against the reference rule."""
+    planted = planted_workloads(random.Random())
+    cases = [("", w) for w in WORKLOADS] + planted
+    judged = [(trap, w, _rung_of(choose_rung, w)) for trap, w in cases]
+    for trap, workload, yours in judged:
+        if yours != rung_by(workload):
+            raise _rung_failure(trap, workload, yours, [(w, y) for _, w, y in judged])
+    answers = [f"{w['name']}: {yours}" for _, w, yours in judged[:len(WORKLOADS)]]
+    return (f"{'; '.join(answers)}; and {len(planted)} made-up workloads (fastest rung not allowed, ties, an "
+            "outlier, a lucky sample, chains of different lengths)")

@@ -1,0 +1,94 @@
+"""Reading course notebooks: code cells, tags, the source hash of a GPU report (CONTRIBUTING.md), CUDA sources inside."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import nbformat
+
+from launchlab.env import repo_root
+
+_KERNEL = re.compile(r"__global__\s+void")
+GPU_TAG = "gpu"
+MULTI_GPU_TAG = "multi-gpu"
+
+
+def course_notebooks(root: Path | None = None, dirs: tuple[str, ...] = ("notebooks", "solutions")) -> list[Path]:
+    """The notebooks of the given folders, in chapter order."""
+    root = root or repo_root()
+    return sorted(p for d in dirs for p in (root / d).glob("*.ipynb"))
+
+
+def code_sources(nb: nbformat.NotebookNode) -> list[str]:
+    """The code-cell sources in order, each one string."""
+    return [c.source if isinstance(c.source, str) else "".join(c.source) for c in nb.cells if c.cell_type == "code"]
+
+
+def source_sha256(path: Path) -> str:
+    """sha256 hex of json.dumps(code-cell sources), UTF-8: ties a report to the notebook as it is."""
+    nb = nbformat.read(path, as_version=4)
+    return hashlib.sha256(json.dumps(code_sources(nb)).encode("utf-8")).hexdigest()
+
+
+def tags(cell) -> set[str]:
+    """A cell's tags."""
+    return set(cell.get("metadata", {}).get("tags", []))
+
+
+def needs_gpus(cell) -> int:
+    """How many GPUs a cell needs by its tags: 0, 1 (gpu) or 2 (multi-gpu)."""
+    t = tags(cell)
+    return 2 if MULTI_GPU_TAG in t else 1 if GPU_TAG in t else 0
+
+
+def runs_gpu_cells(nb: nbformat.NotebookNode, have: int) -> bool:
+    """True when a machine with `have` GPUs can run at least one of the notebook's GPU-tagged cells."""
+    return any(cell.cell_type == "code" and 1 <= needs_gpus(cell) <= have for cell in nb.cells)
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names a cell binds at top level, names it reads). Magics and shell lines are ignored."""
+    lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
+    tree = ast.parse("\n".join(lines))
+    bound, read = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, ast.Store) else read).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return bound, read
+
+
+def untagged_reads_of_tagged_names(nb: nbformat.NotebookNode) -> list[tuple[int, str]]:
+    """(cell index, name) where an untagged cell reads a name that only tagged cells bind."""
+    tagged_bound: set[str] = set()
+    untagged_bound: set[str] = set()
+    problems = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        bound, read = _names(cell.source)
+        if needs_gpus(cell):
+            tagged_bound |= bound
+        else:
+            problems += [(index, n) for n in sorted(read & (tagged_bound - untagged_bound - bound))]
+            untagged_bound |= bound
+    return problems
+
+
+def cuda_sources(source: str) -> list[str]:
+    """The string literals in Python source that define a CUDA kernel (f-strings are generated, so skipped)."""
+    lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
+    tree = ast.parse("\n".join(lines))
+    in_fstrings = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values}
+    return [n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in in_fstrings
+            and _KERNEL.search(n.value)]

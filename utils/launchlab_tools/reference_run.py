@@ -1,0 +1,170 @@
+"""The reference run: execute notebooks and solutions in place, strictly, and write reports/gpu/<gpu>.json.
+
+Usage: python -m launchlab.reference_run [NOTEBOOK ...]   (default: every notebook and solution with a GPU
+cell this machine can run)
+This is the notebook half of the GPU tier (`make test-gpu`): every cell runs once, under LAUNCHLAB_STRICT=1,
+so a claim that does not hold or a checker that fails its solution fails the cell; each solution's checkers
+judge it 5 times (LAUNCHLAB_CHECK_TRIALS), and every run must pass. Cells tagged for more GPUs
+than this machine has keep their stored outputs and count as skipped. Entries for notebooks not run this time
+are kept from the existing report of the same GPU, so a chapter can be re-run alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError
+
+from launchlab import results
+from . import labs, start_page
+from launchlab.checking import FAIL_MARK, PASS_MARK
+from launchlab.claims import NARROW_MARGIN
+from launchlab.env import environment, gpu_count, gpu_slug, repo_root
+from .notebooks import code_sources, course_notebooks, needs_gpus, runs_gpu_cells, source_sha256
+
+SOLUTION_TRIALS = 5
+OWNED = ("claims", "metrics")  # what each notebook's report entry lists as its own
+_VERDICT = re.compile(rf"^({PASS_MARK}|{FAIL_MARK}) \[(Exercise[^\]]*)\]", re.MULTILINE)
+
+
+def verdicts(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """{exercise: PASS or FAIL} as the checkers printed them in a notebook's outputs."""
+    found = {}
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            for mark, name in _VERDICT.findall(out.get("text", "")):
+                found[name] = mark
+    return found
+
+
+def execute_in_place(path: Path, env_vars: dict[str, str], cell_timeout: int = 600) -> dict:
+    """Run every cell this machine can run, keep outputs, save; return cells, failed, skipped, seconds and the
+    checkers' verdicts (for a solution)."""
+    nb = nbformat.read(path, as_version=4)
+    have = gpu_count()
+    old = {k: os.environ.get(k) for k in env_vars}
+    os.environ.update(env_vars)  # the kernel inherits the environment of this process
+    cells = failed = skipped = 0
+    start = time.perf_counter()
+    try:
+        client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}})
+        with client.setup_kernel():
+            for index, cell in enumerate(nb.cells):
+                if cell.cell_type != "code":
+                    continue
+                cells += 1
+                if needs_gpus(cell) > have:
+                    skipped += 1
+                    continue
+                try:
+                    client.execute_cell(cell, index)
+                except (CellExecutionError, CellTimeoutError) as exc:
+                    failed += 1
+                    first = str(exc).strip().splitlines()[-1:] or [""]
+                    print(f"  {path.name} cell {index} failed: {first[0][:200]}", file=sys.stderr)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    seconds = time.perf_counter() - start
+    nbformat.write(nb, path)
+    entry = {"cells": cells, "failed": failed, "skipped": skipped, "seconds": round(seconds, 1)}
+    found = verdicts(nb)
+    return {**entry, "verdicts": found} if found else entry
+
+
+def write_report(root: Path, paths: list[Path], entries: dict[str, dict], run: dict) -> Path:
+    """Merge this run into this GPU's report, each notebook tied to its sources by their hash."""
+    report_path = results.reports_dir(root) / f"{gpu_slug()}.json"
+    notebooks = {}
+    for path in paths:
+        rel = path.relative_to(root).as_posix()
+        notebooks[rel] = {"source_sha256": source_sha256(path), **entries[rel]}
+    results.merge_into_report(report_path, notebooks, run)
+    return report_path
+
+
+def collect_run(results_dir: Path, keep_dir: Path) -> dict:
+    """The run file the notebooks wrote (metrics, claims); other folders there (traces) are copied to keep_dir."""
+    run_file = results_dir / f"{gpu_slug()}.json"
+    run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
+    for item in results_dir.iterdir():
+        if item.is_dir():
+            shutil.copytree(item, keep_dir / item.name, dirs_exist_ok=True)
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Execute, regenerate labs, write the report; exit 1 if a cell failed or a claim did not hold."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="*", type=Path, help="notebooks to run (default: all)")
+    args = parser.parse_args(argv)
+    root = repo_root()
+    if not environment().has_gpu:
+        print(f"make reference needs a CUDA GPU: {environment().problem}", file=sys.stderr)
+        return 2
+    paths = [p.resolve() for p in args.paths]
+    if not paths:  # every notebook with a GPU cell this machine can run; the CPU tier runs the rest
+        for path in course_notebooks(root):
+            if runs_gpu_cells(nbformat.read(path, as_version=4), gpu_count()):
+                paths.append(path)
+            else:
+                print(f"not run here: {path.relative_to(root).as_posix()} (its GPU cells need more GPUs than "
+                      f"this machine's {gpu_count()}; the CPU tier runs its other cells)", flush=True)
+    with tempfile.TemporaryDirectory() as results_dir:
+        env_vars = {"LAUNCHLAB_STRICT": "1", "LAUNCHLAB_RESULTS_DIR": results_dir, "LAUNCHLAB_ROOT": str(root),
+                    "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+        entries, run = {}, {}
+        for index, path in enumerate(paths):
+            rel = path.relative_to(root).as_posix()
+            print(f"running {rel} ({len(code_sources(nbformat.read(path, as_version=4)))} code cells)", flush=True)
+            # A solution's checkers judge it SOLUTION_TRIALS times: a right answer must pass every run, not most.
+            trials = SOLUTION_TRIALS if rel.startswith("solutions/") else 1
+            # Each notebook writes its own run file, so the report knows which claims and metrics are whose.
+            own_dir = Path(results_dir) / f"{index:03d}"
+            own_dir.mkdir()
+            entries[rel] = execute_in_place(path, {**env_vars, "LAUNCHLAB_CHECK_TRIALS": str(trials),
+                                                   "LAUNCHLAB_RESULTS_DIR": str(own_dir)})
+            if trials > 1:
+                entries[rel]["check_trials"] = trials
+            print(f"  {entries[rel]}", flush=True)
+            own = collect_run(own_dir, root / "runs" / "reference")
+            for key in OWNED:
+                entries[rel][key] = sorted(own.get(key, {}))
+                run.setdefault(key, {}).update(own.get(key, {}))
+            run.setdefault("units", {}).update(own.get("units", {}))
+    report_path = write_report(root, paths, entries, run)
+    labs.generate(root)
+    start_page.generate(root)  # the start page shows each chapter's run time from the report
+    failed = sum(r["failed"] for r in entries.values())
+    bad_claims = [k for k, v in run.get("claims", {}).items() if not results.claim_held(v)]
+    narrow = results.narrow_claims(run, NARROW_MARGIN)
+    failed_checks = [f"{rel}: {name}" for rel, r in entries.items() for name, mark in r.get("verdicts", {}).items()
+                     if mark != PASS_MARK]
+    print("seconds per notebook, slowest first:")
+    for rel, r in sorted(entries.items(), key=lambda item: -item[1]["seconds"]):
+        print(f"  {r['seconds']:7.1f}  {rel}")
+    print(f"  {sum(r['seconds'] for r in entries.values()):7.1f}  in all")
+    print(f"wrote {report_path.relative_to(root)}: {len(paths)} notebooks, {failed} failed cells, "
+          f"{len(run.get('metrics', {}))} metrics, claims not held: {bad_claims or 'none'}, "
+          f"checks failed: {failed_checks or 'none'}")
+    print(f"claims held by under {NARROW_MARGIN:.0%}: "
+          + (", ".join(f"{name} ({m:.0%})" for name, m in narrow.items()) or "none"))
+    return 1 if failed or bad_claims or failed_checks else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
