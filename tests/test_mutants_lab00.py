@@ -10,7 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from mutants import Answer, judge
+from launchlab.chapters.ch00 import checkers as ch00
+from mutants import Answer, judge, suite
 
 TYPED_IN_MS = 5.0  # what the lab's demo cells print: "a kernel that ran 5.000 ms"
 
@@ -105,13 +106,12 @@ WAIT_ANSWERS = [
     Answer("forgot to return", "bad value", lambda fn: None),
     Answer("NaN", "bad value", lambda fn: float("nan")),
 ]
+SUITE_WAIT = suite("00", 1, ch00.check_wait_for_gpu, WAIT_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab00_exercise1_wait_for_gpu():
-    from launchlab.chapters.ch00 import checkers as ch00
-
-    wrong = judge("lab 00, exercise 1: wait for the GPU", ch00.check_wait_for_gpu, WAIT_ANSWERS, trials=2)
+    wrong = judge(SUITE_WAIT.lab, SUITE_WAIT.number, SUITE_WAIT.checker, SUITE_WAIT.answers, trials=2)
     assert not wrong, "\n".join(wrong)
     assert "before you start the clock" in ch00.check_wait_for_gpu(sync_after_only).hint
     assert "after fn()" in ch00.check_wait_for_gpu(no_sync).hint
@@ -185,13 +185,12 @@ WARM_ANSWERS = [
     Answer("the demo's 5 ms typed in", "hard-coded", lambda fn: TYPED_IN_MS),
     Answer("NaN", "bad value", lambda fn: float("nan")),
 ]
+SUITE_WARM = suite("00", 2, ch00.check_warm_up, WARM_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab00_exercise2_warm_up():
-    from launchlab.chapters.ch00 import checkers as ch00
-
-    wrong = judge("lab 00, exercise 2: warm up first", ch00.check_warm_up, WARM_ANSWERS, trials=2)
+    wrong = judge(SUITE_WARM.lab, SUITE_WARM.number, SUITE_WARM.checker, SUITE_WARM.answers, trials=2)
     assert not wrong, "\n".join(wrong)
     assert "compiled" in ch00.check_warm_up(cold_call).hint
     assert "warm-up" in ch00.check_warm_up(warm_up_not_waited_for).hint
@@ -265,14 +264,12 @@ EVENT_ANSWERS = [
     Answer("the demo's 5 ms typed in", "hard-coded", lambda fn, s: TYPED_IN_MS),
     Answer("forgot to return", "bad value", lambda fn, s: None),
 ]
+SUITE_EVENT = suite("00", 3, ch00.check_event_stream, EVENT_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab00_exercise3_event_stream():
-    from launchlab.chapters.ch00 import checkers as ch00
-
-    wrong = judge("lab 00, exercise 3: events on the stream that does the work", ch00.check_event_stream,
-                  EVENT_ANSWERS, trials=2)
+    wrong = judge(SUITE_EVENT.lab, SUITE_EVENT.number, SUITE_EVENT.checker, SUITE_EVENT.answers, trials=2)
     assert not wrong, "\n".join(wrong)
     assert "record" in ch00.check_event_stream(lambda fn, s: _events(fn, None, None)).hint
     assert "negative" in ch00.check_event_stream(lambda fn, s: _events(fn, s, s, order=(1, 0))).hint
@@ -331,13 +328,12 @@ MEDIAN_ANSWERS = [
     Answer("the demo's 5 ms typed in", "hard-coded", lambda fn: (_samples(fn), TYPED_IN_MS)[-1]),
     Answer("NaN", "bad value", lambda fn: float(np.median(_samples(fn) + [float("nan")]))),
 ]
+SUITE_MEDIAN = suite("00", 4, ch00.check_median, MEDIAN_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab00_exercise4_median():
-    from launchlab.chapters.ch00 import checkers as ch00
-
-    wrong = judge("lab 00, exercise 4: report the median", ch00.check_median, MEDIAN_ANSWERS, trials=2)
+    wrong = judge(SUITE_MEDIAN.lab, SUITE_MEDIAN.number, SUITE_MEDIAN.checker, SUITE_MEDIAN.answers, trials=2)
     assert not wrong, "\n".join(wrong)
     assert "mean" in ch00.check_median(lambda fn: float(np.mean(_samples(fn)))).hint
     assert "sort" in ch00.check_median(unsorted_middle).hint
@@ -381,14 +377,12 @@ LIBRARY_ANSWERS = [
     Answer("the demo's 5 ms typed in", "hard-coded", lambda fn: TYPED_IN_MS),
     Answer("forgot to return", "bad value", lambda fn: None),
 ]
+SUITE_LIBRARY = suite("00", 5, ch00.check_library_field, LIBRARY_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab00_exercise5_library_field():
-    from launchlab.chapters.ch00 import checkers as ch00
-
-    wrong = judge("lab 00, exercise 5: the right field of a library timer", ch00.check_library_field,
-                  LIBRARY_ANSWERS, trials=2)
+    wrong = judge(SUITE_LIBRARY.lab, SUITE_LIBRARY.number, SUITE_LIBRARY.checker, SUITE_LIBRARY.answers, trials=2)
     assert not wrong, "\n".join(wrong)
     assert "gpu_times" in ch00.check_library_field(lambda fn: float(_bench(fn).cpu_times.mean()) * 1e3).hint
 
@@ -398,8 +392,6 @@ def test_lab00_exercise5_library_field():
 def test_lab00_planted_durations_defeat_a_typed_in_number():
     """Every check's durations lie in 3-9 ms, each 1.3x the next: no number is within 10% of two of them."""
     import random
-
-    from launchlab.chapters.ch00 import checkers as ch00
 
     rng = random.Random(0)
     for count in (2, 3, 5):
@@ -411,8 +403,6 @@ def test_lab00_planted_durations_defeat_a_typed_in_number():
 
 
 def test_lab00_stall_plan_hits_the_middle_and_leaves_the_median_alone():
-    from launchlab.chapters.ch00 import checkers as ch00
-
     for calls in range(5, 120):
         plan = ch00._stall_plan(calls)
         assert calls // 2 in plan

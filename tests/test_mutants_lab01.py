@@ -10,7 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from mutants import Answer, judge
+from launchlab.chapters.ch01 import checkers as ch01
+from mutants import Answer, judge, suite
 
 
 def _cp():
@@ -134,14 +135,12 @@ FIGURE_ANSWERS = [
            lambda launch: {key.removesuffix("_us"): value for key, value in figures(launch).items()}),
     Answer("a tuple, not a dict", "bad value", lambda launch: tuple(figures(launch).values())),
 ]
+SUITE_FIGURES = suite("01", 1, ch01.check_launch_figures, FIGURE_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab01_exercise1_launch_figures():
-    from launchlab.chapters.ch01 import checkers as ch01
-
-    wrong = judge("lab 01, exercise 1: the three launch figures", ch01.check_launch_figures, FIGURE_ANSWERS,
-                  trials=2)
+    wrong = judge(SUITE_FIGURES.lab, SUITE_FIGURES.number, SUITE_FIGURES.checker, SUITE_FIGURES.answers, trials=2)
     assert not wrong, "\n".join(wrong)
     assert "synchronise once after the last launch" in ch01.check_launch_figures(throughput_without_final_sync).hint
     assert "seconds where microseconds" in ch01.check_launch_figures(_scaled(1e-6)).hint
@@ -235,6 +234,10 @@ def crossover_answers(sweep=_throughput_sweep, by_hand=_by_hand_sweep, unsynced=
     ]
 
 
+CROSSOVER_ANSWERS = crossover_answers()  # timed on a GPU; the CPU test builds its own over the planted times
+SUITE_CROSSOVER = suite("01", 2, ch01.check_crossover, CROSSOVER_ANSWERS, part="timed on a GPU")
+
+
 class _PlantedRun:
     """On a CPU: a launcher that does nothing but knows the time the checker planted for it."""
 
@@ -255,15 +258,12 @@ def _flat_sweep(make_run, sizes):
 
 def test_lab01_exercise2_crossover_judged_on_the_planted_times(monkeypatch):
     """On a CPU: the checker's verdicts and hints, with answers that read the planted times instead of timing."""
-    from launchlab.chapters.ch01 import checkers as ch01
-
     def planted_runs(crossover, slow_size):
         return lambda n: _PlantedRun(ch01.planted_us(n, crossover, slow_size))
 
     monkeypatch.setattr(ch01, "planted_runs", planted_runs)
     answers = crossover_answers(_planted_sweep, _planted_sweep, _flat_sweep)
-    wrong = judge("lab 01, exercise 2: the crossover size (planted times, CPU)", ch01.check_crossover, answers,
-                  trials=5)
+    wrong = judge("01", 2, ch01.check_crossover, answers, trials=5, part="planted times, CPU")
     assert not wrong, "\n".join(wrong)
     hints = {a.name: ch01.check_crossover(a.fn).hint for a in answers if not a.right}
     assert "bytes" in hints["in bytes"]
@@ -273,18 +273,14 @@ def test_lab01_exercise2_crossover_judged_on_the_planted_times(monkeypatch):
 
 @pytest.mark.gpu
 def test_lab01_exercise2_crossover():
-    from launchlab.chapters.ch01 import checkers as ch01
-
-    answers = crossover_answers()
-    wrong = judge("lab 01, exercise 2: the crossover size", ch01.check_crossover, answers, trials=2)
+    wrong = judge(SUITE_CROSSOVER.lab, SUITE_CROSSOVER.number, SUITE_CROSSOVER.checker, SUITE_CROSSOVER.answers,
+                  trials=2, part=SUITE_CROSSOVER.part)
     assert not wrong, "\n".join(wrong)
 
 
 @pytest.mark.gpu
 def test_lab01_planted_runs_are_flat_then_rising():
     """The planted launchers take the floor below a third of the crossover, 1.5x it one step below, 3x at it."""
-    from launchlab.chapters.ch01 import checkers as ch01
-
     make_run = ch01.planted_runs(2**18, slow_size=2**9)
     sizes = [2**4, 2**9, 2**16, 2**17, 2**18, 2**26]
     ratios = [us / _throughput_sweep(make_run, sizes[:1])[0] for us in _throughput_sweep(make_run, sizes)]
@@ -368,14 +364,13 @@ FIRST_LAUNCH_ANSWERS = [
     Answer("its own copy of a mark kernel", "hard-coded", its_own_kernel),
     Answer("returns None", "bad value", lambda source, name: None),
 ]
+SUITE_FIRST_LAUNCH = suite("01", 3, ch01.check_first_launch, FIRST_LAUNCH_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab01_exercise3_first_launch():
-    from launchlab.chapters.ch01 import checkers as ch01
-
-    wrong = judge("lab 01, exercise 3: the compiler off the first launch", ch01.check_first_launch,
-                  FIRST_LAUNCH_ANSWERS)
+    wrong = judge(SUITE_FIRST_LAUNCH.lab, SUITE_FIRST_LAUNCH.number, SUITE_FIRST_LAUNCH.checker,
+                  SUITE_FIRST_LAUNCH.answers)
     assert not wrong, "\n".join(wrong)
     assert "compile it inside prepare" in ch01.check_first_launch(lazy).hint
     assert "launch the kernel prepare was handed" in ch01.check_first_launch(never_launches).hint
@@ -482,13 +477,12 @@ FUSED_ANSWERS = [
            lambda: fused().replace("conv_chain_fused", "conv17")),
     Answer("returns None", "bad value", lambda: None),
 ]
+SUITE_FUSED = suite("01", 4, ch01.check_fused_conv, FUSED_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab01_exercise4_fused_conv():
-    from launchlab.chapters.ch01 import checkers as ch01
-
-    wrong = judge("lab 01, exercise 4: fuse the conv1d chain", ch01.check_fused_conv, FUSED_ANSWERS)
+    wrong = judge(SUITE_FUSED.lab, SUITE_FUSED.number, SUITE_FUSED.checker, SUITE_FUSED.answers)
     assert not wrong, "\n".join(wrong)
     assert "periodic" in ch01.check_fused_conv(FUSED_ANSWERS[5].fn).hint
     assert "3 binomial filters" in ch01.check_fused_conv(FUSED_ANSWERS[4].fn).hint
@@ -497,8 +491,6 @@ def test_lab01_exercise4_fused_conv():
 
 def test_lab01_fused_conv_diagnoses_on_a_cpu():
     """The hints of exercise 4, from outputs made on the host: the checker's diagnosis needs no GPU."""
-    from launchlab.chapters.ch01 import checkers as ch01
-
     rng = np.random.default_rng(0)
     n = 5001
     x = rng.random(n, dtype=np.float32)

@@ -1,11 +1,12 @@
-"""launchlab: the helpers every LaunchLab notebook imports.
+"""launchlab: the helpers every LaunchLab notebook imports, and nothing else (learners install it).
 
 The code that is the lesson stays in the notebooks; this package holds what two notebooks share and the
-plumbing: env (the machine, strict mode, skipping a cell), timing, results (runs, reports, yours against the
-reference), claims, plots, trace, graphs, kernels, compat, child (child processes with a deadline), checking
-(the checker framework) and checkers (one module a lab), labs and syllabus (generated notebooks),
-reference_run, notebooks and pytest_plugin (the test tiers). Chapter kits serve one chapter each and say so in
-their first line: devicegraphs (06), decoder (07), ranks (08).
+plumbing: env (the machine, strict mode, skipping a cell), timing, results (your run, your figure beside the
+reference), report (the GPU report type), course (the course model: every chapter's declared facts), claims,
+plots, trace, graphs, kernels, compat, child (child processes with a deadline), checking (the checker framework)
+and checkers (`for_lab`). Each chapter's folder, chapters/chNN, holds its declaration (chapter.py), its lab's
+checkers and its instructor's guide. Chapter kits serve one chapter each and say so in their first line:
+devicegraphs (06), decoder (07), ranks (08). The maintainers' tools are the separate package launchlab_tools.
 """
 
 from . import plots, timing

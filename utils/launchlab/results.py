@@ -1,24 +1,24 @@
-"""Results: this GPU's run (metrics with units, claims), the committed GPU reports, and yours beside theirs.
+"""Your results: this GPU's run (figures, claims, checkers' verdicts) and each figure beside the reference's.
 
-One module owns every file of results: the run a learner's notebooks write (`runs/<gpu>.json`), the reports
-the reference run commits (`reports/gpu/<gpu>.json`, format in CONTRIBUTING.md), how a run merges into a
-report, and where a reference figure comes from: this GPU's report when it holds the figure, else the first
-report that does, always named beside the figure.
+The run your notebooks write is `runs/<gpu>.json`. A figure's reference comes from the committed reports
+(`launchlab.report`): this GPU's report when it holds the figure, else the first report that does, always named
+beside the figure. `record` refuses a figure no chapter declares (launchlab/chapters/chNN/chapter.py), so a typo is
+an error, not a new figure.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .env import environment, gpu_slug, library_version, repo_root
+from . import course
+from .env import environment, gpu_slug, repo_root
+from .report import load_all, write_json
 
 # ---- this machine's run ------------------------------------------------------------------------------------
 
@@ -42,30 +42,48 @@ def load_run(path: Path | None = None) -> dict:
 
 
 def _write_json(data: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Write then rename, so a kernel killed mid-write never leaves half a file.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1)
-        fh.write("\n")
-    os.replace(tmp, path)
+    write_json(data, path)  # through a temporary file and a rename: a kernel killed mid-write leaves no half file
 
 
-def record(name: str, value: float, unit: str) -> float:
-    """Store a measured metric of this GPU's run, with its unit; return the value."""
+class UndeclaredName(KeyError):
+    """A figure or claim that no chapter declares: a typo, or a declaration missing from chapter.py."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def declared_figure(name: str, unit: str | None = None) -> course.Figure:
+    """The chapter's declaration of figure `name`, or UndeclaredName saying where to declare it."""
+    found = course.figure(name)
+    if found is None:
+        raise UndeclaredName(f"record({name!r}): no chapter declares this figure. Check its spelling, or declare "
+                             "it in the chapter's launchlab/chapters/chNN/chapter.py (figures=...)")
+    ch, fig = found
+    if unit is not None and unit != fig.unit:
+        raise ValueError(f"record({name!r}): the unit is {unit!r} here but chapter {ch.number} declares "
+                         f"{fig.unit!r}; make them agree")
+    return fig
+
+
+def record(name: str, value: float, unit: str | None = None) -> float:
+    """Store a measured figure of this GPU's run (declared by its chapter, with its unit); return the value."""
+    fig = declared_figure(name, unit)
     value = float(value)
     if not math.isfinite(value):  # a measurement went wrong, and a report must not hide it
         raise ValueError(f"record('{name}'): the value is {value}; check the measurement that produced it")
     run = load_run()
     run["gpu"] = environment().gpu_name
     run.setdefault("metrics", {})[name] = value
-    run.setdefault("units", {})[name] = unit
+    run.setdefault("units", {})[name] = fig.unit
     _write_json(run, run_path())
     return value
 
 
 def record_claim(name: str, held: bool, detail: str = "", margin: float | None = None) -> None:
     """Store whether a teaching claim held on this GPU, by what margin, and the figures it was judged on."""
+    if course.declared_claim(name) is None:
+        raise UndeclaredName(f"claim({name!r}): no chapter declares this claim. Check its wording, or declare it "
+                             "in the chapter's launchlab/chapters/chNN/chapter.py (claims=...)")
     run = load_run()
     entry = {"held": bool(held), "detail": detail}
     if margin is not None:
@@ -85,26 +103,6 @@ def record_verdict(chapter: str, exercise: int, passed: bool, detail: str, hint:
     _write_json(run, run_path())
 
 
-# ---- the committed reports ---------------------------------------------------------------------------------
-
-
-def reports_dir(root: Path | None = None) -> Path:
-    """reports/gpu/ of the course."""
-    return (root or repo_root()) / "reports" / "gpu"
-
-
-def report_paths(root: Path | None = None) -> list[Path]:
-    """The committed reports, this GPU's first, then the others by file name."""
-    paths = sorted(reports_dir(root).glob("*.json"))
-    mine = gpu_slug()
-    return sorted(paths, key=lambda p: (p.stem != mine, p.name))
-
-
-def load_reports(root: Path | None = None) -> list[dict]:
-    """Every committed report, this GPU's first."""
-    return [json.loads(p.read_text(encoding="utf-8")) for p in report_paths(root)]
-
-
 def short_gpu(name: str | None) -> str:
     """'H100' for 'NVIDIA H100 80GB HBM3', 'RTX 4090' for 'NVIDIA GeForce RTX 4090': a name for a table column."""
     if not name:
@@ -113,43 +111,6 @@ def short_gpu(name: str | None) -> str:
     if any(ch.isdigit() for ch in words[0]) or len(words) == 1:
         return words[0]
     return f"{words[0]} {words[1]}"
-
-
-def merge_into_report(report_path: Path, notebooks: Mapping[str, dict], run: Mapping) -> dict:
-    """Merge one run (its notebooks' cell results, metrics, units, claims) into a GPU report and write it; a run
-    of every notebook the report holds replaces it, so renamed claims and metrics do not linger."""
-    env = environment()
-    report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.exists() else {}
-    if set(notebooks) >= set(report.get("notebooks", {})):  # every notebook re-run: nothing old is kept
-        report = {}
-    # A re-run notebook's old claims and metrics go (its entry lists them), so a renamed one does not linger.
-    for rel in notebooks:
-        old = report.get("notebooks", {}).get(rel, {})
-        for key, owned in (("claims", "claims"), ("metrics", "metrics"), ("units", "metrics")):
-            for name in old.get(owned, []):
-                report.get(key, {}).pop(name, None)
-    merged = {**report.get("notebooks", {}), **notebooks}
-    report = {
-        "gpu": env.gpu_name, "driver": env.driver, "cuda_runtime": env.cuda_runtime,
-        "torch": library_version("torch"), "cupy": library_version("cupy"),
-        "python": env.python, "date": dt.date.today().isoformat(),
-        "notebooks": dict(sorted(merged.items())),
-        **{key: dict(sorted({**report.get(key, {}), **run.get(key, {})}.items()))
-           for key in ("metrics", "units", "claims")},
-    }
-    _write_json(report, report_path)
-    return report
-
-
-def narrow_claims(run_or_report: Mapping, under: float) -> dict[str, float]:
-    """{claim: margin} for every claim that held by less than `under`: figures another run may not repeat."""
-    return {name: v["margin"] for name, v in run_or_report.get("claims", {}).items()
-            if isinstance(v, dict) and v.get("held") and v.get("margin") is not None and v["margin"] < under}
-
-
-def claim_held(value: object) -> bool:
-    """Whether a report's claim entry (true/false, or {"held": ...}) says the claim held."""
-    return value is True or (isinstance(value, dict) and value.get("held") is True)
 
 
 # ---- your figure beside the reference ----------------------------------------------------------------------
@@ -171,10 +132,10 @@ class Reference:
 
 def reference(name: str, root: Path | None = None) -> Reference | None:
     """The reference figure for a metric: this GPU's report if it holds it, else the first report that does."""
-    for report in load_reports(root):
-        value = report.get("metrics", {}).get(name)
+    for report in load_all(root):
+        value = report.metric(name)
         if value is not None:
-            return Reference(float(value), report.get("units", {}).get(name), report.get("gpu") or "unknown GPU")
+            return Reference(value, report.units.get(name), report.gpu or "unknown GPU")
     return None
 
 
@@ -214,14 +175,3 @@ def compare(names: Sequence[str], yours: Mapping[str, float] | None = None, root
         print(f"{r['metric']:{width}}  {_figure(r['yours']):>10}  {_figure(r['reference']):>10}  {on:12} "
               f"{r['unit']:{unit_width}}  {ratio}")
     return rows
-
-
-def notebook_runs(path: str, sha256: str | None = None, root: Path | None = None) -> list[dict]:
-    """Every report's entry for a notebook ('notebooks/00_x.ipynb'), with the GPU and whether it is current."""
-    runs = []
-    for report in load_reports(root):
-        entry = report.get("notebooks", {}).get(path)
-        if entry:
-            runs.append({**entry, "gpu": short_gpu(report.get("gpu")),
-                         "current": sha256 is None or entry.get("source_sha256") == sha256})
-    return sorted(runs, key=lambda r: r["gpu"])

@@ -157,8 +157,11 @@ class IdleSplit:
 LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 
 
-def attribute_idle(kernels: Iterable[tuple[float, float, float]], window: tuple[float, float]) -> IdleSplit:
+def _attribute_idle(kernels: Iterable[tuple[float, float, float]], window: tuple[float, float]) -> IdleSplit:
     """Split a window given each kernel's (launch call returned, start, end) in microseconds.
+
+    Private: it is the answer to lab 07's exercise 4, and a lab never hands out its answer; `idle_split` is the
+    public way to it, from a trace.
 
     An idle stretch before a kernel counts as host wait up to the moment its launch call returned (the GPU
     had nothing to run yet) and as a GPU gap after it (the work was queued and the GPU had not started it).
@@ -185,11 +188,11 @@ def attribute_idle(kernels: Iterable[tuple[float, float, float]], window: tuple[
 
 
 def idle_split(events: Sequence[dict], annotation: str) -> IdleSplit:
-    """attribute_idle over the GPU work of a record_function range, each kernel matched to its launch call."""
+    """The idle split over the GPU work of a record_function range, each kernel matched to its launch call."""
     returned = {i.correlation: i.end_us for i in intervals(events, LAUNCH_CATEGORIES) if i.correlation is not None}
     gpu, window = work_of_range(events, annotation)
     # A kernel whose launch is not in the trace was queued before it began: its idle time is the GPU's.
-    return attribute_idle([(returned.get(i.correlation, float("-inf")), i.start_us, i.end_us) for i in gpu], window)
+    return _attribute_idle([(returned.get(i.correlation, float("-inf")), i.start_us, i.end_us) for i in gpu], window)
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,7 @@ class LaunchSplit:
 def split_by_launch(kernels: Iterable[tuple[object, float, float, float]], window: tuple[float, float]) -> LaunchSplit:
     """Split a window given each kernel's (launch call id or None, call returned, start, end) in microseconds.
 
-    The launch-return rule of `attribute_idle` holds only for a call's first kernel: a graph replay's kernels all
+    The launch-return rule of `idle_split` holds only for a call's first kernel: a graph replay's kernels all
     share one cudaGraphLaunch, which hands the GPU the whole graph at once, so the idle between kernels of one
     call is the GPU's own gap inside the replay, whenever the call returned. After the last kernel the GPU waits
     for the host. Overlapping kernels count once, as busy.

@@ -1,8 +1,10 @@
 """Every figure across GPUs: one page of the reading site with every metric of every GPU report, and yours.
 
-`python -m launchlab.figures OUT_DIR [--run PATH ...]` writes OUT_DIR/index.md and a chart per chapter
+`python -m launchlab_tools.figures OUT_DIR [--run PATH ...]` writes OUT_DIR/index.md and a chart per chapter
 (`make figures` writes across_gpus/, `make site` builds it into the site). Columns: each report in
-reports/gpu/ by file name, then each learner run given (by default every runs/*.json of a GPU).
+reports/gpu/ by file name, then each learner run given (by default every runs/*.json of a GPU). Rows: each
+chapter's declared figures (launchlab.course), with their descriptions, units and which way is better; a figure
+set by the host CPU is marked, and each column names its host.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from matplotlib.patches import Patch
 from matplotlib.transforms import offset_copy
 from PIL import Image
 
+from launchlab import course
 from launchlab.env import repo_root
-from .start_page import CHAPTERS
+from launchlab.report import Report, ReportError
 
 OTHER = "Other figures"
 TITLE = "# Every figure across GPUs"
@@ -43,6 +46,7 @@ class Column:
     metrics: dict[str, float]
     units: dict[str, str] = field(default_factory=dict)
     yours: bool = False
+    host: str | None = None
 
 
 def _read(path: Path) -> dict:
@@ -57,11 +61,17 @@ def _read(path: Path) -> dict:
 
 
 def _column(path: Path, yours: bool) -> Column:
+    if not yours:
+        try:
+            report = Report.load(path)
+        except ReportError as exc:
+            raise ValueError(str(exc)) from exc
+        return Column(report.gpu or path.stem, dict(report.metrics), dict(report.units), False, report.host_cpu)
     data = _read(path)
-    label = (data.get("gpu") or path.stem) + (" (your run)" if yours else "")
+    label = (data.get("gpu") or path.stem) + " (your run)"
     # None values would be figures nobody measured: leave them out, so the table shows them as missing.
     metrics = {k: float(v) for k, v in data.get("metrics", {}).items() if v is not None}
-    return Column(label, metrics, dict(data.get("units", {})), yours)
+    return Column(label, metrics, dict(data.get("units", {})), True, data.get("host_cpu"))
 
 
 def report_files(root: Path) -> list[Path]:
@@ -77,7 +87,7 @@ def learner_runs(root: Path) -> list[Path]:
         try:
             data = _read(path)
         except ValueError as exc:              # another tool's JSON in runs/ (a grades file, say): not a run
-            print(f"launchlab.figures: left out {exc}", file=sys.stderr)
+            print(f"launchlab_tools.figures: left out {exc}", file=sys.stderr)
             continue
         # A run without a GPU holds only the CPU-side figures of a machine with none: not a GPU to compare.
         if data.get("gpu"):
@@ -90,32 +100,17 @@ def columns(root: Path, runs: Sequence[Path]) -> list[Column]:
     return [_column(p, yours=False) for p in report_files(root)] + [_column(p, yours=True) for p in runs]
 
 
-def chapter_of(notebook: str) -> str | None:
-    """'09' for notebooks/09_past_graphs.ipynb or solutions/09_...: the two digits that start the file name."""
-    match = re.match(r"(\d\d)_", Path(notebook).name)
-    return match.group(1) if match else None
-
-
-def metric_chapters(root: Path) -> dict[str, str]:
-    """{metric: chapter number} from every report's per-notebook metric lists (older entries have none)."""
-    chapters: dict[str, str] = {}
-    for path in report_files(root):
-        for notebook, entry in sorted(_read(path).get("notebooks", {}).items()):
-            number = chapter_of(notebook)
-            for name in (entry.get("metrics") or []) if number else []:
-                chapters.setdefault(name, number)  # the first report and notebook to list it decide
-    return chapters
-
-
-def sections(cols: Sequence[Column], chapters: dict[str, str]) -> list[tuple[str, list[str]]]:
-    """[(heading, sorted metric names)] by chapter number, then the figures no notebook entry lists."""
-    titles = {ch.number: ch.title for ch in CHAPTERS}
-    grouped: dict[str | None, list[str]] = {}
-    for name in sorted({name for col in cols for name in col.metrics}):
-        grouped.setdefault(chapters.get(name), []).append(name)
-    out = [(f"{number} · {titles.get(number, f'Chapter {number}')}", grouped[number])
-           for number in sorted(n for n in grouped if n is not None)]
-    return out + ([(OTHER, grouped[None])] if None in grouped else [])
+def sections(cols: Sequence[Column]) -> list[tuple[str, list[str]]]:
+    """[(heading, figure names)] per chapter in the model's order, then figures no chapter declares any more."""
+    present = {name for col in cols for name in col.metrics}
+    out = []
+    for ch in course.chapters():
+        names = [f.name for f in ch.figures if f.name in present]
+        if names:
+            out.append((f"{ch.number} · {ch.title}", names))
+    declared = {name for _, names in out for name in names}
+    other = sorted(present - declared)
+    return out + ([(OTHER, other)] if other else [])
 
 
 def figure(value: float | None) -> str:
@@ -134,13 +129,28 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")  # a label with a pipe would split the markdown table
 
 
+BETTER_WORDS = {"lower": "lower is better", "higher": "higher is better", "neither": ""}
+
+
+def describe(name: str) -> str:
+    """A figure as a reader meets it: its description, which way is better, whether the host sets it, its name."""
+    found = course.figure(name)
+    if found is None:
+        return f"`{name}` (no chapter declares it any more)"
+    fig = found[1]
+    notes = [w for w in (BETTER_WORDS[fig.better], "set by the host CPU" if fig.host_bound else "") if w]
+    return f"{fig.description}" + (f" ({'; '.join(notes)})" if notes else "") + f" `{name}`"
+
+
 def table(names: Sequence[str], cols: Sequence[Column]) -> str:
-    """The markdown table of one section: a row per metric, its unit, a column per GPU."""
+    """The markdown table of one section: a row per figure (described, with its unit), a column per GPU."""
     rows = ["| figure | unit | " + " | ".join(_cell(c.label) for c in cols) + " |",
             "| --- | --- | " + " | ".join("---:" for _ in cols) + " |"]
     for name in names:
-        unit = next((c.units[name] for c in cols if c.units.get(name)), "")
-        rows.append(f"| `{name}` | {_cell(unit)} | " + " | ".join(figure(c.metrics.get(name)) for c in cols) + " |")
+        declared = course.figure(name)
+        unit = declared[1].unit if declared else next((c.units[name] for c in cols if c.units.get(name)), "")
+        rows.append(f"| {_cell(describe(name))} | {_cell(unit)} | "
+                    + " | ".join(figure(c.metrics.get(name)) for c in cols) + " |")
     return "\n".join(rows)
 
 
@@ -218,7 +228,7 @@ def _slug(heading: str) -> str:
     return number if number.isdigit() else "other"
 
 
-def page(cols: Sequence[Column], chapters: dict[str, str], out_dir: Path) -> str:
+def page(cols: Sequence[Column], out_dir: Path) -> str:
     """The markdown of the page, writing each section's chart into out_dir on the way."""
     first = cols[0].label
     yours = any(c.yours for c in cols)
@@ -227,12 +237,13 @@ def page(cols: Sequence[Column], chapters: dict[str, str], out_dir: Path) -> str
         + (", and your own runs from `runs/`." if yours else "; your own runs from `runs/` join them when present.")
         + f" Each chapter's table gives the figures as measured; its chart divides each by {first}'s, so 1 is "
         "that GPU (whether more is better depends on the unit). To add yours, run the notebooks on your GPU, "
-        "then `make figures` or `make site`.")]
-    for heading, names in sections(cols, chapters):
+        "then `make figures` or `make site`. A figure set by the host CPU (an enqueue, a dispatch, a sync) "
+        "belongs to that host as much as to the GPU:")]
+    parts.append("\n".join(f"- {c.label}: host CPU {c.host or 'not recorded'}" for c in cols))
+    for heading, names in sections(cols):
         parts.append(f"## {heading}")
         if heading == OTHER:
-            parts.append("Figures no notebook entry of a report lists (entries written before reports listed "
-                         "each notebook's figures), or figures only your runs hold.")
+            parts.append("Figures no chapter declares any more: a report or a run made before they were renamed.")
         parts.append(table(names, cols))
         data = ratios(names, cols)
         if data:
@@ -255,13 +266,13 @@ def write_page(out_dir: Path, root: Path | None = None, runs: list[Path] | None 
     for old in out_dir.glob(CHART_GLOB):  # a chapter that lost its chart must not keep a stale one
         old.unlink()
     path = out_dir / "index.md"
-    path.write_text(page(cols, metric_chapters(root), out_dir), encoding="utf-8")
+    path.write_text(page(cols, out_dir), encoding="utf-8")
     return path
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: write the page into OUT_DIR and print its path."""
-    parser = argparse.ArgumentParser(prog="python -m launchlab.figures", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m launchlab_tools.figures", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR", help="where index.md and the charts go")
     parser.add_argument("--run", type=Path, nargs="+", action="extend", metavar="PATH",
@@ -272,12 +283,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     missing = [str(p) for p in args.run or [] if not p.is_file()]
     if missing:
-        print(f"launchlab.figures: no such run file: {', '.join(missing)}", file=sys.stderr)
+        print(f"launchlab_tools.figures: no such run file: {', '.join(missing)}", file=sys.stderr)
         return 2
     try:
         path = write_page(args.out_dir, args.root, [] if args.reference_only else args.run)
     except (OSError, ValueError) as exc:
-        print(f"launchlab.figures: {exc}", file=sys.stderr)
+        print(f"launchlab_tools.figures: {exc}", file=sys.stderr)
         return 2
     print(path)
     return 0

@@ -1,13 +1,15 @@
 """Grade learners' lab notebooks: run each one headless and report a verdict per exercise.
 
-    python -m launchlab.grade labs/09_past_graphs.ipynb                 # one learner's lab
-    python -m launchlab.grade class/*/04_*.ipynb --json grades.json     # a class table, and every detail as JSON
+    python -m launchlab_tools.grade labs/09_past_graphs.ipynb                 # one learner's lab
+    python -m launchlab_tools.grade class/*/04_*.ipynb --json grades.json     # a class table, and every detail
 
 Each notebook runs in a child process with a deadline (a kernel that never ends, or a cell that waits forever,
-is reported, not fatal); cells tagged for more GPUs than this machine has are left out. A verdict is PASS or
-FAIL as the exercise's checker printed it (with its detail and hint), `not attempted` when the checker met the
-lab's stub, `error` when the checker cell raised or never printed a verdict, `needs a GPU` when its cell could
-not run here, and `timed out` when the notebook's deadline passed first.
+is reported, not fatal); cells tagged for more GPUs than this machine has are left out. The lab's chapter is
+found by the notebook's file name and its exercises from the course model. A verdict is the one the exercise's
+checker recorded in the run (launchlab.results): PASS, `PASS (CPU part)` when a CPU could judge only part of it,
+FAIL (with its detail and hint), `not attempted` when the checker met the lab's stub, `restart` when an earlier
+exercise left the GPU broken, `error` when the checker cell raised or recorded no verdict, `needs a GPU` when its
+cell could not run here, and `timed out` when the notebook's deadline passed first.
 """
 
 from __future__ import annotations
@@ -21,17 +23,14 @@ from pathlib import Path
 
 import nbformat
 
-from launchlab.checking import FAIL_MARK, PASS_MARK
-from launchlab.env import gpu_count
+from launchlab import course
+from launchlab.env import gpu_count, gpu_slug
+
+from .labs import STUB_TAIL
 from .notebooks import needs_gpus
 
-PASS, FAIL, NOT_ATTEMPTED, ERROR, NEEDS_GPU, TIMED_OUT = (
-    "PASS", "FAIL", "not attempted", "error", "needs a GPU", "timed out")
-EXERCISE = re.compile(r"^#+\s*(Exercise\b.*?)\s*$", re.MULTILINE)
-VERDICT_LINE = re.compile(rf"^({PASS_MARK}|{FAIL_MARK}) \[(Exercise[^\]]*)\] ?(.*)$", re.MULTILINE)
-HINT_LINE = re.compile(r"^\s*Hint: (.*)$", re.MULTILINE)
-CHECKER_CALL = re.compile(r"\bcheck\.check_\w+\(")   # a checker called, not named in a comment
-STUB = ": replace this line with your code"   # what a lab's stub raises (launchlab.labs), after the exercise
+PASS, PARTIAL, FAIL, NOT_ATTEMPTED, RESTART, ERROR, NEEDS_GPU, TIMED_OUT = (
+    "PASS", "PASS (CPU part)", "FAIL", "not attempted", "restart", "error", "needs a GPU", "timed out")
 
 # The child executes the notebook (errors allowed, every cell under a deadline) and saves it with its outputs.
 _EXECUTE = """
@@ -49,15 +48,15 @@ finally:
 """
 
 
-def exercise_cells(nb: nbformat.NotebookNode) -> dict[str, int]:
-    """{exercise name: index of its checker cell}, the exercise named by the last heading above the cell."""
-    current, found = None, {}
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type == "markdown":
-            headings = EXERCISE.findall(cell.source)
-            current = headings[-1] if headings else current
-        elif current and current not in found and CHECKER_CALL.search(re.sub(r"#.*", "", cell.source)):
-            found[current] = index
+def exercise_cells(nb: nbformat.NotebookNode, chapter: course.Chapter) -> dict[course.Exercise, int]:
+    """{exercise: index of the cell that calls its declared checker} (a call, not a name in a comment)."""
+    found = {}
+    for ex in chapter.exercises:
+        call = re.compile(rf"\bcheck\.{re.escape(ex.checker)}\(")
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type == "code" and call.search(re.sub(r"#.*", "", cell.source)):
+                found[ex] = index
+                break
     return found
 
 
@@ -79,24 +78,37 @@ def _error(cell) -> str | None:
     return None
 
 
-def verdicts_of(nb: nbformat.NotebookNode, have: int, status: str = "finished") -> dict[str, dict]:
-    """{exercise: {"verdict", "detail", "hint"}} read from an executed notebook's outputs."""
+def _verdict(ex: course.Exercise, recorded: dict) -> str:
+    if recorded["passed"]:
+        return PARTIAL if recorded.get("partial") else PASS
+    if recorded["detail"].startswith("restart the kernel"):
+        return RESTART
+    # only the lab's own stub is "not attempted": a NotImplementedError from a library is a FAIL
+    return NOT_ATTEMPTED if f"{ex.heading}{STUB_TAIL}" in recorded["detail"] else FAIL
+
+
+def verdicts_of(nb: nbformat.NotebookNode, chapter: course.Chapter, recorded: dict[str, dict], have: int,
+                status: str = "finished") -> dict[str, dict]:
+    """{exercise heading: {"verdict", "detail", "hint"}}: the verdicts the checkers recorded, else what the
+    checker's cell shows (an error, a deadline, a cell that needs more GPUs)."""
     graded = {}
-    for name, index in exercise_cells(nb).items():
+    cells = exercise_cells(nb, chapter)
+    for ex in chapter.exercises:
+        name = ex.heading
+        index = cells.get(ex)
+        if index is None:
+            graded[name] = {"verdict": ERROR, "detail": f"no cell calls check.{ex.checker}(...)", "hint":
+                            "keep the lab's checker cell below your answer"}
+            continue
         cell = nb.cells[index]
         if needs_gpus(cell) > have:
             needed = needs_gpus(cell)
             graded[name] = {"verdict": NEEDS_GPU, "detail": f"its checker needs {needed} GPU{'s' * (needed > 1)}; "
                             f"this machine has {have}", "hint": ""}
             continue
-        text = _text(cell)
-        mine = [m for m in VERDICT_LINE.finditer(text) if m.group(2) == name]
-        if mine:
-            mark, detail = mine[-1].group(1), mine[-1].group(3)
-            hint = HINT_LINE.search(text[mine[-1].end():])
-            # only the lab's own stub is "not attempted": a NotImplementedError from a library is a FAIL
-            verdict = PASS if mark == PASS_MARK else NOT_ATTEMPTED if f"{name}{STUB}" in detail else FAIL
-            graded[name] = {"verdict": verdict, "detail": detail, "hint": hint.group(1) if hint else ""}
+        mine = recorded.get(str(ex.number))
+        if mine is not None and cell.get("execution_count") is not None:
+            graded[name] = {"verdict": _verdict(ex, mine), "detail": mine["detail"], "hint": mine.get("hint", "")}
         elif _error(cell):
             graded[name] = {"verdict": ERROR, "detail": _error(cell), "hint": "the checker cell raised: run the "
                             "cells above it in order and read the error"}
@@ -116,6 +128,10 @@ def grade(path: Path, timeout_s: float = 900, cell_timeout_s: int = 300, have: i
     from launchlab import child
 
     have = gpu_count() if have is None else have
+    chapter = course.chapter_of_path(path.name)
+    if chapter is None:
+        raise ValueError(f"{path.name} is no chapter's lab: its name must be a chapter's, e.g. "
+                         f"{course.chapters()[0].stem}.ipynb")
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:                           # a verdict stored by an earlier run must not count
         if cell.cell_type == "code":
@@ -125,13 +141,19 @@ def grade(path: Path, timeout_s: float = 900, cell_timeout_s: int = 300, have: i
     with tempfile.TemporaryDirectory() as tmp:
         source, target = Path(tmp) / "in.ipynb", Path(tmp) / "out.ipynb"
         nbformat.write(runnable, source)
+        # The checkers record their verdicts in the run file of a results folder of this notebook's own.
+        env = {"LAUNCHLAB_RESULTS_DIR": str(Path(tmp) / "runs"), "LAUNCHLAB_STRICT": "0"}
         run = child.run([sys.executable, "-c", _EXECUTE, str(source), str(target), str(path.resolve().parent),
-                         str(cell_timeout_s)], timeout_s=timeout_s)
+                         str(cell_timeout_s)], timeout_s=timeout_s, env=env)
         executed = nbformat.read(target, as_version=4) if target.exists() else None
+        run_files = sorted((Path(tmp) / "runs").glob("*.json"))
+        preferred = [p for p in run_files if p.stem == gpu_slug()] or run_files
+        recorded = (json.loads(preferred[0].read_text(encoding="utf-8")).get("verdicts", {}).get(chapter.number, {})
+                    if preferred else {})
     status = "timed out" if run.timed_out else "finished" if run.returncode == 0 else "crashed"
     if executed is not None:
         _restore(nb, executed, have)
-    exercises = verdicts_of(nb, have, status)
+    exercises = verdicts_of(nb, chapter, recorded, have, status)
     if executed is None and status == "crashed":
         for entry in exercises.values():
             if entry["verdict"] != NEEDS_GPU:

@@ -1,7 +1,7 @@
 """Lab generation: each lab in labs/ is its solution in solutions/ with the solution blocks stubbed out.
 
-Run `python -m launchlab.labs` to regenerate labs/ from solutions/, `--check` to only compare. The checkers the
-exercises end with live in `launchlab.checking` (the framework) and `launchlab.checkers` (one module a lab).
+Run `python -m launchlab_tools.labs` to regenerate labs/ from solutions/, `--check` to only compare. The checkers the
+exercises end with live in `launchlab.checking` (the framework) and `launchlab/chapters/chNN/checkers.py`.
 """
 
 from __future__ import annotations
@@ -13,20 +13,25 @@ from pathlib import Path
 
 import nbformat
 
+from launchlab import course
 from launchlab.env import repo_root
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
-_EXERCISE_HEADING = re.compile(r"^#+\s*(Exercise\b.*?)\s*$", re.MULTILINE)
+# Where an exercise starts in a solution: its heading. Its number is read here; its title is the model's.
+_EXERCISE_HEADING = re.compile(r"^#+\s*Exercise\s+(\d+)\b(.*?)\s*$", re.MULTILINE)
 
 
 class LabError(ValueError):
     """A solution notebook cannot be turned into a lab."""
 
 
+STUB_TAIL = ": replace this line with your code"   # what follows the exercise's heading in a stub's message
+
+
 def stub_line(indent: str, exercise: str) -> str:
     """The line that replaces a solution block: keeps the indentation, names the exercise."""
-    return f'{indent}raise NotImplementedError("{exercise}: replace this line with your code")'
+    return f'{indent}raise NotImplementedError("{exercise}{STUB_TAIL}")'
 
 
 def strip_solutions(source: str, exercise: str, where: str) -> str:
@@ -53,15 +58,30 @@ def strip_solutions(source: str, exercise: str, where: str) -> str:
     return "\n".join(out)
 
 
+def _heading(chapter: course.Chapter | None, number: str, rest: str, where: str) -> str:
+    """The exercise's heading as the model declares it; LabError when the solution's heading disagrees."""
+    if chapter is None:  # a notebook of no chapter (a test's): its heading as written
+        return f"Exercise {number}{rest}"
+    try:
+        ex = chapter.exercise(int(number))
+    except course.ModelError as exc:
+        raise LabError(f"{where}: {exc}") from exc
+    if rest.lstrip(": ").strip() != ex.title:
+        raise LabError(f"{where}: the heading says 'Exercise {number}{rest}' but chapter {chapter.number} declares "
+                       f"'{ex.heading}' (launchlab/chapters/ch{chapter.number}/chapter.py); make them agree")
+    return ex.heading
+
+
 def make_lab(solution: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
     """The lab for a solution notebook: solution blocks stubbed, outputs and execution counts cleared."""
     lab = nbformat.from_dict(solution)
+    chapter = course.chapter_of_path(name)
     exercise = None
     for index, cell in enumerate(lab.cells):
         if cell.cell_type == "markdown":
             headings = _EXERCISE_HEADING.findall(cell.source)
             if headings:
-                exercise = headings[-1]
+                exercise = _heading(chapter, *headings[-1], f"{name}, cell {index}")
             continue
         if cell.cell_type != "code":
             continue

@@ -1,12 +1,13 @@
 """The reference run: execute notebooks and solutions in place, strictly, and write reports/gpu/<gpu>.json.
 
-Usage: python -m launchlab.reference_run [NOTEBOOK ...]   (default: every notebook and solution with a GPU
+Usage: python -m launchlab_tools.reference_run [NOTEBOOK ...]   (default: every notebook and solution with a GPU
 cell this machine can run)
 This is the notebook half of the GPU tier (`make test-gpu`): every cell runs once, under LAUNCHLAB_STRICT=1,
 so a claim that does not hold or a checker that fails its solution fails the cell; each solution's checkers
 judge it 5 times (LAUNCHLAB_CHECK_TRIALS), and every run must pass. Cells tagged for more GPUs
 than this machine has keep their stored outputs and count as skipped. Entries for notebooks not run this time
-are kept from the existing report of the same GPU, so a chapter can be re-run alone.
+are kept from the existing report of the same GPU, so a chapter can be re-run alone. It writes only the report
+(and the notebooks it ran): `make reference` then regenerates the start page, which shows the run times.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -25,31 +25,29 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
-from launchlab import results
-from . import labs, start_page
+from launchlab import course
 from launchlab.checking import FAIL_MARK, PASS_MARK
 from launchlab.claims import NARROW_MARGIN
 from launchlab.env import environment, gpu_count, gpu_slug, repo_root
+from launchlab.report import Report, report_path
+
 from .notebooks import code_sources, course_notebooks, needs_gpus, runs_gpu_cells, source_sha256
 
 SOLUTION_TRIALS = 5
-OWNED = ("claims", "metrics")  # what each notebook's report entry lists as its own
-_VERDICT = re.compile(rf"^({PASS_MARK}|{FAIL_MARK}) \[(Exercise[^\]]*)\]", re.MULTILINE)
 
 
-def verdicts(nb: nbformat.NotebookNode) -> dict[str, str]:
-    """{exercise: PASS or FAIL} as the checkers printed them in a notebook's outputs."""
-    found = {}
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            for mark, name in _VERDICT.findall(out.get("text", "")):
-                found[name] = mark
-    return found
+def verdicts(run: dict, rel: str) -> dict[str, str]:
+    """{exercise heading: PASS or FAIL} that the checkers of a solution's chapter recorded in the run."""
+    chapter = course.chapter_of_path(rel)
+    if chapter is None or not rel.startswith("solutions/"):
+        return {}
+    recorded = run.get("verdicts", {}).get(chapter.number, {})
+    return {chapter.exercise(int(n)).heading: PASS_MARK if v.get("passed") else FAIL_MARK
+            for n, v in sorted(recorded.items(), key=lambda item: int(item[0]))}
 
 
 def execute_in_place(path: Path, env_vars: dict[str, str], cell_timeout: int = 600) -> dict:
-    """Run every cell this machine can run, keep outputs, save; return cells, failed, skipped, seconds and the
-    checkers' verdicts (for a solution)."""
+    """Run every cell this machine can run, keep outputs, save; return cells, failed, skipped and seconds."""
     nb = nbformat.read(path, as_version=4)
     have = gpu_count()
     old = {k: os.environ.get(k) for k in env_vars}
@@ -81,34 +79,11 @@ def execute_in_place(path: Path, env_vars: dict[str, str], cell_timeout: int = 6
                 os.environ[k] = v
     seconds = time.perf_counter() - start
     nbformat.write(nb, path)
-    entry = {"cells": cells, "failed": failed, "skipped": skipped, "seconds": round(seconds, 1)}
-    found = verdicts(nb)
-    return {**entry, "verdicts": found} if found else entry
-
-
-def write_report(root: Path, paths: list[Path], entries: dict[str, dict], run: dict) -> Path:
-    """Merge this run into this GPU's report, each notebook tied to its sources by their hash."""
-    report_path = results.reports_dir(root) / f"{gpu_slug()}.json"
-    notebooks = {}
-    for path in paths:
-        rel = path.relative_to(root).as_posix()
-        notebooks[rel] = {"source_sha256": source_sha256(path), **entries[rel]}
-    results.merge_into_report(report_path, notebooks, run)
-    return report_path
-
-
-def collect_run(results_dir: Path, keep_dir: Path) -> dict:
-    """The run file the notebooks wrote (metrics, claims); other folders there (traces) are copied to keep_dir."""
-    run_file = results_dir / f"{gpu_slug()}.json"
-    run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
-    for item in results_dir.iterdir():
-        if item.is_dir():
-            shutil.copytree(item, keep_dir / item.name, dirs_exist_ok=True)
-    return run
+    return {"cells": cells, "failed": failed, "skipped": skipped, "seconds": round(seconds, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Execute, regenerate labs, write the report; exit 1 if a cell failed or a claim did not hold."""
+    """Execute, write the report; exit 1 if a cell failed, a claim did not hold or a checker failed its solution."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="*", type=Path, help="notebooks to run (default: all)")
     args = parser.parse_args(argv)
@@ -124,41 +99,46 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(f"not run here: {path.relative_to(root).as_posix()} (its GPU cells need more GPUs than "
                       f"this machine's {gpu_count()}; the CPU tier runs its other cells)", flush=True)
+    entries: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as results_dir:
         env_vars = {"LAUNCHLAB_STRICT": "1", "LAUNCHLAB_RESULTS_DIR": results_dir, "LAUNCHLAB_ROOT": str(root),
                     "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
-        entries, run = {}, {}
-        for index, path in enumerate(paths):
+        for path in paths:
             rel = path.relative_to(root).as_posix()
             print(f"running {rel} ({len(code_sources(nbformat.read(path, as_version=4)))} code cells)", flush=True)
             # A solution's checkers judge it SOLUTION_TRIALS times: a right answer must pass every run, not most.
             trials = SOLUTION_TRIALS if rel.startswith("solutions/") else 1
-            # Each notebook writes its own run file, so the report knows which claims and metrics are whose.
-            own_dir = Path(results_dir) / f"{index:03d}"
-            own_dir.mkdir()
-            entries[rel] = execute_in_place(path, {**env_vars, "LAUNCHLAB_CHECK_TRIALS": str(trials),
-                                                   "LAUNCHLAB_RESULTS_DIR": str(own_dir)})
+            entries[rel] = execute_in_place(path, {**env_vars, "LAUNCHLAB_CHECK_TRIALS": str(trials)})
             if trials > 1:
                 entries[rel]["check_trials"] = trials
             print(f"  {entries[rel]}", flush=True)
-            own = collect_run(own_dir, root / "runs" / "reference")
-            for key in OWNED:
-                entries[rel][key] = sorted(own.get(key, {}))
-                run.setdefault(key, {}).update(own.get(key, {}))
-            run.setdefault("units", {}).update(own.get("units", {}))
-    report_path = write_report(root, paths, entries, run)
-    labs.generate(root)
-    start_page.generate(root)  # the start page shows each chapter's run time from the report
+        run_file = Path(results_dir) / f"{gpu_slug()}.json"
+        run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
+        for item in Path(results_dir).iterdir():  # the profiler traces the notebooks saved
+            if item.is_dir():
+                shutil.copytree(item, root / "runs" / "reference" / item.name, dirs_exist_ok=True)
+    for rel, entry in entries.items():
+        entry["source_sha256"] = source_sha256(root / rel)
+        found = verdicts(run, rel)
+        if found:
+            entry["verdicts"] = found
+    path = report_path(root)
+    old = Report.load(path) if path.exists() else Report(gpu=environment().gpu_name)
+    declared = {f.name for ch in course.chapters() for f in ch.figures} | {
+        c.name for ch in course.chapters() for c in ch.claims}
+    report = old.merged({rel: dict(sorted(e.items())) for rel, e in entries.items()}, run, declared)
+    report.write(path)
     failed = sum(r["failed"] for r in entries.values())
-    bad_claims = [k for k, v in run.get("claims", {}).items() if not results.claim_held(v)]
-    narrow = results.narrow_claims(run, NARROW_MARGIN)
+    ran = Report(gpu=report.gpu, claims=run.get("claims", {}))
+    bad_claims = ran.failed_claims()
+    narrow = ran.narrow_claims(NARROW_MARGIN)
     failed_checks = [f"{rel}: {name}" for rel, r in entries.items() for name, mark in r.get("verdicts", {}).items()
                      if mark != PASS_MARK]
     print("seconds per notebook, slowest first:")
     for rel, r in sorted(entries.items(), key=lambda item: -item[1]["seconds"]):
         print(f"  {r['seconds']:7.1f}  {rel}")
     print(f"  {sum(r['seconds'] for r in entries.values()):7.1f}  in all")
-    print(f"wrote {report_path.relative_to(root)}: {len(paths)} notebooks, {failed} failed cells, "
+    print(f"wrote {path.relative_to(root)}: {len(paths)} notebooks, {failed} failed cells, "
           f"{len(run.get('metrics', {}))} metrics, claims not held: {bad_claims or 'none'}, "
           f"checks failed: {failed_checks or 'none'}")
     print(f"claims held by under {NARROW_MARGIN:.0%}: "

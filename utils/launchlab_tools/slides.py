@@ -1,9 +1,9 @@
 """Lectures as slides: slide metadata in every lecture notebook, and a static reveal.js deck per chapter.
 
-    python -m launchlab.slides --write       # give every lecture its slide metadata (make slides does)
-    python -m launchlab.slides --check       # fail if a lecture's slide metadata is missing or stale
-    python -m launchlab.slides --build DIR   # one deck per lecture, from the stored outputs: DIR/<name>.slides.html
-    python -m launchlab.slides --build DIR --reveal DIR/offline     # ...with reveal.js beside them, for offline use
+    python -m launchlab_tools.slides --write       # give every lecture its slide metadata (make slides does)
+    python -m launchlab_tools.slides --check       # fail if a lecture's slide metadata is missing or stale
+    python -m launchlab_tools.slides --build DIR   # one deck per lecture, from the stored outputs: DIR/<name>.slides.html
+    python -m launchlab_tools.slides --build DIR --reveal DIR/offline     # ...with reveal.js beside them, for offline use
 
 The same metadata drives the live deck in JupyterLab (RISE: `make lab` installs jupyterlab-rise; open a lecture
 and press Alt+R) and the static one (nbconvert's reveal.js exporter, which runs nothing). The rule, so that
