@@ -50,13 +50,15 @@ test-cpu: $(SETUP) lint
 # time, and the labs (stubs must fail their checkers) in parallel. Prints what each part cost.
 test-gpu: $(SETUP)
 	@start=$$(date +%s); \
-	$(PY) -m launchlab_tools.reference_run && \
+	$(PY) -m launchlab_tools.reference_run && $(PY) -m launchlab_tools.start_page && \
 	LAUNCHLAB_STRICT=1 $(PYTEST) tests -m "gpu and not labs" --durations=15 && \
 	$(PYTEST) tests -m "gpu and labs" -n $(LAB_WORKERS) --durations=10; \
 	status=$$?; echo "GPU tier: $$(( $$(date +%s) - start )) s in all"; exit $$status
 
+# The reference run writes only the notebooks it ran and this GPU's report; the start page shows its run times.
 reference: $(SETUP)
 	$(PY) -m launchlab_tools.reference_run $(NOTEBOOKS)
+	$(PY) -m launchlab_tools.start_page
 
 # Grade learners' labs, a verdict per exercise: make grade NOTEBOOKS="class/*/09_*.ipynb" GRADES=grades.json
 grade: $(SETUP)
@@ -72,6 +74,7 @@ slides: $(SETUP)
 	$(PY) -m launchlab_tools.slides --write
 	$(PY) -m launchlab_tools.slides --build _build/slides --reveal _build/slides/offline
 
+# labs/ from solutions/, and the start page and the README's syllabus table from the course model.
 labs: $(SETUP)
 	$(PY) -m launchlab_tools.labs
 	$(PY) -m launchlab_tools.start_page

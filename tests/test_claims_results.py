@@ -4,8 +4,17 @@ import json
 
 import pytest
 
-from launchlab import results
+from launchlab import course, results
 from launchlab.claims import ClaimFailed, below, claim, exceeds
+from launchlab.report import Report
+
+
+@pytest.fixture(autouse=True)
+def declared_anything(monkeypatch):
+    """These tests are about storing and printing: every name counts as declared, with the unit it is given."""
+    monkeypatch.setattr(course, "declared_claim", lambda name: (None, course.Claim(name)))
+    monkeypatch.setattr(results, "declared_figure",
+                        lambda name, unit=None: course.Figure(name, unit or "us", "lower", "a test figure"))
 
 
 def test_claim_that_holds_is_printed_and_stored(results_dir, capsys, monkeypatch):
@@ -30,7 +39,7 @@ def test_a_compared_claim_stores_its_margin_and_names_a_narrow_one(results_dir, 
     assert results.load_run()["claims"]["graphs are faster"]["margin"] == 0.75
     assert claim("a coin flip", below(9.6, 10.0), "9.6 against 10")
     assert "HELD NARROWLY" in capsys.readouterr().out
-    assert results.narrow_claims(results.load_run(), 0.10) == {"a coin flip": 0.0417}
+    assert Report(gpu=None, claims=results.load_run()["claims"]).narrow_claims(0.10) == {"a coin flip": 0.0417}
 
 
 def test_margins_join_to_the_narrower_and_refuse_nan():
@@ -111,28 +120,40 @@ def test_short_gpu_names(name, short):
     assert results.short_gpu(name) == short
 
 
-def test_merge_into_report_keeps_earlier_entries_and_units(tmp_path):
-    path = tmp_path / "r.json"
-    results.merge_into_report(path, {"notebooks/00.ipynb": {"seconds": 1.0}},
-                              {"metrics": {"a_us": 1.0}, "units": {"a_us": "us"}, "claims": {"c1": {"held": True}}})
-    report = results.merge_into_report(path, {"notebooks/01.ipynb": {"seconds": 2.0}},
-                                       {"metrics": {"b_ms": 2.0}, "units": {"b_ms": "ms"}})
-    assert set(report["notebooks"]) == {"notebooks/00.ipynb", "notebooks/01.ipynb"}
-    assert report["metrics"] == {"a_us": 1.0, "b_ms": 2.0} and report["units"] == {"a_us": "us", "b_ms": "ms"}
-    assert report["claims"] == {"c1": {"held": True}} and json.loads(path.read_text()) == report
-    again = results.merge_into_report(path, {"notebooks/00.ipynb": {"seconds": 3.0}, "notebooks/01.ipynb": {}},
-                                      {"metrics": {"c_us": 3.0}, "units": {"c_us": "us"}})
-    assert again["metrics"] == {"c_us": 3.0} and again["claims"] == {}, "a full re-run replaces the report"
+def test_a_merged_report_keeps_earlier_entries_and_units():
+    first = Report(gpu="G").merged({"notebooks/00.ipynb": {"seconds": 1.0}},
+                                   {"metrics": {"a_us": 1.0}, "units": {"a_us": "us"}, "claims": {"c1": {"held": True}}})
+    report = first.merged({"notebooks/01.ipynb": {"seconds": 2.0}}, {"metrics": {"b_ms": 2.0}, "units": {"b_ms": "ms"}})
+    assert set(report.notebooks) == {"notebooks/00.ipynb", "notebooks/01.ipynb"}
+    assert report.metrics == {"a_us": 1.0, "b_ms": 2.0} and report.units == {"a_us": "us", "b_ms": "ms"}
+    assert report.claims == {"c1": {"held": True}}
+    again = report.merged({"notebooks/00.ipynb": {"seconds": 3.0}, "notebooks/01.ipynb": {}},
+                          {"metrics": {"c_us": 3.0}, "units": {"c_us": "us"}})
+    assert again.metrics == {"c_us": 3.0} and again.claims == {}, "a full re-run replaces the report"
 
 
-def test_rerunning_one_notebook_drops_its_renamed_claims_and_metrics(tmp_path):
-    path = tmp_path / "r.json"
-    results.merge_into_report(path, {"notebooks/00.ipynb": {"claims": ["old name"], "metrics": ["old_us"]},
-                                     "notebooks/01.ipynb": {"claims": ["kept"], "metrics": ["kept_us"]}},
-                              {"metrics": {"old_us": 1.0, "kept_us": 2.0}, "units": {"old_us": "us", "kept_us": "us"},
-                               "claims": {"old name": {"held": False}, "kept": {"held": True}}})
-    report = results.merge_into_report(path, {"notebooks/00.ipynb": {"claims": ["new name"], "metrics": ["new_us"]}},
-                                       {"metrics": {"new_us": 3.0}, "units": {"new_us": "us"},
-                                        "claims": {"new name": {"held": True}}})
-    assert report["claims"] == {"kept": {"held": True}, "new name": {"held": True}}
-    assert report["metrics"] == {"kept_us": 2.0, "new_us": 3.0} and set(report["units"]) == {"kept_us", "new_us"}
+def test_a_merge_drops_names_no_chapter_declares_any_more():
+    old = Report(gpu="G", notebooks={"notebooks/00.ipynb": {}, "notebooks/01.ipynb": {}},
+                 metrics={"old_us": 1.0, "kept_us": 2.0}, units={"old_us": "us", "kept_us": "us"},
+                 claims={"old name": {"held": False}, "kept": {"held": True}})
+    report = old.merged({"notebooks/00.ipynb": {}}, {"metrics": {"new_us": 3.0}, "units": {"new_us": "us"},
+                                                    "claims": {"new name": {"held": True}}},
+                        declared={"kept_us", "new_us", "kept", "new name"})
+    assert report.claims == {"kept": {"held": True}, "new name": {"held": True}}
+    assert report.metrics == {"kept_us": 2.0, "new_us": 3.0} and set(report.units) == {"kept_us", "new_us"}
+
+
+def test_a_report_round_trips_and_its_schema_refuses_strangers(tmp_path):
+    from launchlab.report import ReportError, validate
+
+    report = Report(gpu="G", host_cpu="a CPU", notebooks={"notebooks/00.ipynb": {
+        "source_sha256": "0" * 64, "cells": 1, "failed": 0, "skipped": 0, "seconds": 1.0}}, metrics={"a_us": 1.0})
+    path = report.write(tmp_path / "r.json")
+    assert Report.load(path) == report
+    assert validate({**report.to_dict(), "extra": 1}) == ["unknown key 'extra'"]
+    bad = report.to_dict()
+    bad["metrics"] = {"a_us": float("nan")}
+    assert any("not a finite number" in p for p in validate(bad))
+    with pytest.raises(ReportError, match="r2.json"):
+        (tmp_path / "r2.json").write_text('{"gpu": "G"}')
+        Report.load(tmp_path / "r2.json")

@@ -1,10 +1,13 @@
 """The chapter 07 workload on a CPU: the static cache is exact and in place, the step has no graph breaks,
 and the idle split of a trace adds up and attributes each gap to the host or the GPU."""
 
+import random
+
 import pytest
 import torch
 
 from launchlab import decoder, trace
+from launchlab.chapters.ch07 import checkers as ch07
 from launchlab.compat import explain
 
 
@@ -49,9 +52,31 @@ def test_a_decode_step_has_no_graph_breaks():
     ([(3.0, 2.0, 6.0), (1.0, 2.0, 3.0)], (0.0, 6.0), (4.0, 1.0, 1.0)),   # start together: the first launch counts
 ])
 def test_attribute_idle_splits_each_gap(kernels, window, expected):
-    split = trace.attribute_idle(kernels, window)
+    split = trace._attribute_idle(kernels, window)
     assert (split.busy_us, split.host_wait_us, split.gpu_gap_us) == pytest.approx(expected)
     assert split.busy_us + split.host_wait_us + split.gpu_gap_us == pytest.approx(window[1] - window[0])
+    assert ch07._split_by_slices(kernels, window) == pytest.approx(expected)
+
+
+def test_lab07_checker_splits_idle_time_as_the_library_does():
+    """The checker's brute-force split and trace's private cursor walk are written apart; on many random cases
+    (ties, kernels sticking out of the window or left out of it, empty kernels, launches never seen) they agree."""
+    rng = random.Random(20260507)
+
+    def at() -> float:
+        return rng.choice((rng.randint(-4, 20), round(rng.uniform(-4, 20), 2)))  # whole numbers: many ties
+
+    for _ in range(20_000):
+        kernels = []
+        for _ in range(rng.randint(0, 10)):
+            start = at()
+            end = start + rng.choice((0, -1, rng.randint(0, 6), round(rng.uniform(0, 6), 2)))
+            kernels.append((rng.choice((at(), start, start - rng.randint(0, 5), float("-inf"))), start, end))
+        lo = rng.choice((0, -5, at()))
+        window = (lo, lo + rng.choice((0, rng.randint(0, 25), round(rng.uniform(0, 25), 2))))
+        split = trace._attribute_idle(kernels, window)
+        assert ch07._split_by_slices(kernels, window) == pytest.approx(
+            (split.busy_us, split.host_wait_us, split.gpu_gap_us), abs=1e-9), (kernels, window)
 
 
 def test_idle_split_matches_kernels_to_their_launch_calls():

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from launchlab import course
 from launchlab_tools import figures, site_toc
 
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)]+)\)")
@@ -27,7 +28,7 @@ def section(text: str, prefix: str) -> str:
 def table(body: str) -> tuple[list[str], dict[str, list[str]]]:
     """(header cells, {metric: row cells}) of the section's markdown table."""
     rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in body.splitlines() if line.startswith("|")]
-    return rows[0], {row[0].strip("`"): row for row in rows[2:]}
+    return rows[0], {re.search(r"`([^`]+)`$", row[0]).group(1): row for row in rows[2:]}
 
 
 def cell(body: str, metric: str, column: str) -> str:
@@ -112,25 +113,30 @@ def test_values_read_to_four_significant_figures():
     assert figures.figure(-12345.0) == "-12,340"
 
 
+X_US, Y_US = (f.name for f in course.chapter("01").figures[:2])
+ENTRY = {"source_sha256": "0" * 64, "cells": 1, "failed": 0, "skipped": 0, "seconds": 1.0}
+
+
 def small_root(tmp_path):
-    """A course with two tiny reports: chapter 01 listed by the first, one figure only the second holds."""
+    """A course with two tiny reports: two of chapter 01's figures, and one figure no chapter declares."""
     gpu = tmp_path / "reports" / "gpu"
     gpu.mkdir(parents=True)
     (gpu / "a.json").write_text(json.dumps({
-        "gpu": "GPU A", "metrics": {"x_us": 2.0, "y_us": 0.0}, "units": {"x_us": "us"},
-        "notebooks": {"notebooks/01_launch.ipynb": {"metrics": ["x_us", "y_us"]}, "solutions/01_l.ipynb": {}}}))
+        "gpu": "GPU A", "metrics": {X_US: 2.0, Y_US: 0.0}, "units": {X_US: "us"}, "claims": {},
+        "notebooks": {"notebooks/01_launch.ipynb": ENTRY}}))
     (gpu / "b.json").write_text(json.dumps({
-        "gpu": "GPU B", "metrics": {"x_us": 4.0, "z": 1.0}, "notebooks": {"notebooks/08_x.ipynb": {}}}))
+        "gpu": "GPU B", "metrics": {X_US: 4.0, "z": 1.0}, "claims": {}, "notebooks": {"notebooks/08_x.ipynb": ENTRY}}))
     return tmp_path
 
 
-def test_chapters_come_from_the_reports_lists_and_the_output_is_deterministic(tmp_path):
+def test_chapters_come_from_the_model_and_the_output_is_deterministic(tmp_path):
     root = small_root(tmp_path)
     first = figures.write_page(tmp_path / "one", root, runs=[])
     second = figures.write_page(tmp_path / "two", root, runs=[])
     text = first.read_text(encoding="utf-8")
-    assert list(sections(text)) == ["01 · Launch cost with CuPy RawKernels", "Other figures"]
-    assert cell(section(text, "01 "), "x_us", "GPU B") == "4"
+    assert list(sections(text)) == ["01 · " + course.chapter("01").title, "Other figures"]
+    assert cell(section(text, "01 "), X_US, "GPU B") == "4"
+    assert course.chapter("01").figures[0].description in section(text, "01 ")
     assert "No chart" in section(text, "Other figures")  # GPU A, the first column, lacks z
     assert text == second.read_text(encoding="utf-8")
     assert (tmp_path / "one" / "figures_01.png").read_bytes() == (tmp_path / "two" / "figures_01.png").read_bytes()
@@ -148,7 +154,7 @@ def test_default_runs_are_the_gpu_runs_in_runs(tmp_path, results_dir):
 
 def test_the_published_page_holds_the_reports_only(tmp_path, results_dir):
     results_dir.mkdir()
-    (results_dir / "nvidia-l4.json").write_text(json.dumps({"gpu": "NVIDIA L4", "metrics": {"x_us": 3.0}}))
+    (results_dir / "nvidia-l4.json").write_text(json.dumps({"gpu": "NVIDIA L4", "metrics": {X_US: 3.0}}))
     root = small_root(tmp_path)
     assert figures.main([str(tmp_path / "out"), "--root", str(root), "--reference-only"]) == 0
     assert "(your run)" not in (tmp_path / "out" / "index.md").read_text(encoding="utf-8")
@@ -178,7 +184,7 @@ def test_main_without_a_report_or_with_a_missing_run_exits_2(tmp_path, monkeypat
 def test_the_site_lists_the_page_after_the_solutions_once_written(tmp_path):
     for folder in ("notebooks", "solutions"):
         (tmp_path / folder).mkdir()
-        (tmp_path / folder / "00_x.ipynb").write_text("{}")
+        (tmp_path / folder / f"{course.chapter('00').stem}.ipynb").write_text("{}")
     assert "Across GPUs" not in site_toc.toc_text(tmp_path)
     (tmp_path / "across_gpus").mkdir()
     (tmp_path / "across_gpus" / "index.md").write_text("# Every figure across GPUs\n")

@@ -21,10 +21,11 @@ GPU_EXERCISES = ["Exercise 1: place the wait and the trigger", "Exercise 2: a PD
 
 
 def planted(tmp_path, name: str, change) -> str:
-    """A copy of solution 09, next to nothing else, with `change(nb)` applied; its path."""
+    """A copy of solution 09 in a learner's folder `name`, next to nothing else, with `change(nb)` applied."""
     nb = nbformat.read(SOLUTION, as_version=4)
     change(nb)
-    path = tmp_path / name
+    path = tmp_path / name / SOLUTION.name
+    path.parent.mkdir()
     nbformat.write(nb, path)
     return path
 
@@ -49,7 +50,7 @@ def test_a_wrong_answer_fails_with_the_checkers_detail_and_hint(tmp_path):
         cell = answer_cell(nb, "def choose_rung")
         cell.source = cell.source.replace("    allowed = {", '    return "graph"\n    allowed = {')
 
-    graded = grade.grade(planted(tmp_path, "wrong.ipynb", always_graph), have=0)
+    graded = grade.grade(planted(tmp_path, "wrong", always_graph), have=0)
     entry = graded["exercises"][RUNG]
     assert entry["verdict"] == grade.FAIL and entry["detail"] and entry["hint"]
 
@@ -62,10 +63,10 @@ def test_a_notebook_that_hangs_is_reported_and_the_next_one_still_graded(tmp_pat
     def dies(nb):
         answer_cell(nb, "def choose_rung").source += "\n\nimport os\nos._exit(3)"
 
-    hung = grade.grade(planted(tmp_path, "hangs.ipynb", hangs), timeout_s=20, have=0)
+    hung = grade.grade(planted(tmp_path, "hangs", hangs), timeout_s=20, have=0)
     assert hung["status"] == "timed out" and hung["exercises"][RUNG]["verdict"] == grade.TIMED_OUT
     out = tmp_path / "class.json"
-    paths = [planted(tmp_path, "dies.ipynb", dies), tmp_path / "unreadable.ipynb", SOLUTION]
+    paths = [planted(tmp_path, "dies", dies), tmp_path / "09_past_graphs.ipynb", SOLUTION]
     paths[1].write_text("{ not a notebook")
     assert grade.main([*map(str, paths), "--json", str(out)]) == 0
     grades = {g["notebook"]: g for g in json.loads(out.read_text())}
@@ -77,30 +78,31 @@ def test_a_notebook_that_hangs_is_reported_and_the_next_one_still_graded(tmp_pat
     assert "unreadable" in table and "E4: Exercise 4: pick the rung" in table
 
 
-def test_a_verdict_stored_in_the_notebook_is_read_only_from_its_own_checker():
+def test_verdicts_are_the_recorded_ones_by_the_models_exercises():
+    from launchlab import course
+
+    exercises = tuple(course.Exercise(n, name, f"check_{name}", f"{name}()") for n, name in
+                      ((1, "one"), (2, "two"), (3, "three"), (4, "four"), (5, "five")))
+    chapter = course.Chapter("98", "98_demo", "demo", "", "", course.Needs(), 10, exercises=exercises)
     nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_markdown_cell("## Exercise 1: one"),
-        nbformat.v4.new_code_cell("check.check_one(f)"),
-        nbformat.v4.new_markdown_cell("## Exercise 2: two"),
-        nbformat.v4.new_code_cell("check.check_two(g)"),
-        nbformat.v4.new_markdown_cell("## Exercise 3: three"),
-        nbformat.v4.new_code_cell("check.check_three(h)"),
-    ])
-    nb.cells[5].outputs = [nbformat.v4.new_output("stream", name="stdout", text=(
-        "FAIL [Exercise 3: three] not implemented yet (Could not run 'aten::foo' with arguments from the 'Meta' "
-        "backend)\n"))]
-    nb.cells[5].execution_count = 3
-    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text=(
-        "FAIL [Exercise 1: one] not implemented yet (Exercise 1: one: replace this line with your code)\n"
-        "  Hint: write it\n"
-        "PASS [Exercise 2: two] printed by the wrong cell\n"))]
-    nb.cells[1].execution_count = 1
-    nb.cells[3].execution_count = 2
-    nb.cells.insert(1, nbformat.v4.new_code_cell("def f():  # then run check.check_one(f) below\n    return 1"))
-    graded = grade.verdicts_of(nb, have=0)
+        nbformat.v4.new_code_cell("def f():  # then run check.check_one(f) below\n    return 1"),
+        *[nbformat.v4.new_code_cell(f"check.check_{name}(f)") for name in ("one", "two", "three", "four", "five")]])
+    for i, cell in enumerate(nb.cells[1:], 1):
+        cell.execution_count = i
+    nb.cells[5].execution_count = None          # the run stopped before exercise 5
+    recorded = {
+        "1": {"passed": False, "detail": "not implemented yet (Exercise 1: one: replace this line with your code)",
+              "hint": "write it"},
+        "3": {"passed": False, "detail": "not implemented yet (Could not run 'aten::foo' with arguments from the "
+              "'Meta' backend)", "hint": ""},
+        "4": {"passed": True, "partial": True, "detail": "the eager part is right", "hint": ""},
+    }
+    graded = grade.verdicts_of(nb, chapter, recorded, have=0)
     assert graded["Exercise 1: one"]["verdict"] == grade.NOT_ATTEMPTED and graded["Exercise 1: one"]["hint"] == "write it"
-    assert graded["Exercise 2: two"]["verdict"] == grade.ERROR
-    assert graded["Exercise 3: three"]["verdict"] == grade.FAIL   # a library's NotImplementedError is an attempt
+    assert graded["Exercise 2: two"]["verdict"] == grade.ERROR        # ran, recorded nothing
+    assert graded["Exercise 3: three"]["verdict"] == grade.FAIL       # a library's NotImplementedError is an attempt
+    assert graded["Exercise 4: four"]["verdict"] == grade.PARTIAL     # a CPU judged only part of it
+    assert graded["Exercise 5: five"]["verdict"] == grade.ERROR
 
 
 def test_a_json_path_in_no_folder_is_refused_before_grading(capsys):

@@ -2,47 +2,48 @@
 
 import pytest
 
-from launchlab_tools import guide
+from launchlab import course
 from launchlab.env import repo_root
-from launchlab_tools.notebooks import course_notebooks
+from launchlab_tools import guide
 
 ROOT = repo_root()
+GUIDE_09 = guide.guide_file(course.chapter("09"))
 
 
 def test_every_chapter_has_a_guide_and_every_guide_builds(tmp_path):
-    lectures = {p.stem[:2] for p in course_notebooks(ROOT, dirs=("notebooks",))}
-    assert {p.stem for p in guide.sources(ROOT)} == lectures
-    pages = guide.write(tmp_path, ROOT)            # checks every demo's cell and figures against its lecture
-    assert len(pages) == len(lectures) and (tmp_path / "index.md").exists()
+    assert all(guide.guide_file(ch).exists() for ch in course.chapters())
+    pages = guide.write(tmp_path, ROOT)            # checks every demo's cell and figures against its chapter
+    assert len(pages) == len(course.chapters()) and (tmp_path / "index.md").exists()
 
 
-def test_a_page_quotes_the_reference_runs_and_the_planted_mistakes():
-    text = guide.page(ROOT, "09", guide.load(ROOT / "guides" / "09.yml"), guide.figures.columns(ROOT, []))
+def test_a_page_quotes_the_reference_runs_and_the_declared_mistakes():
+    text = guide.page(ROOT, "09", guide.load(GUIDE_09), guide.figures.columns(ROOT, []))
     assert "NVIDIA H100 80GB HBM3" in text and "NVIDIA H200" in text
     assert "## Mistakes learners make" in text and "(the classic mistake)" in text
     assert "| 0 |" in text and "## Discussion questions" in text
 
 
-def test_the_mistakes_come_from_the_mutation_suite_by_exercise():
-    planted = guide.planted_mistakes(ROOT, "10")
-    assert sorted(planted) == ["1", "2", "3", "4"]
-    assert all(len(wrong) >= 6 and all(kind != "right" for _, kind in wrong) for wrong in planted.values())
-    assert ("no warm-up: the optimizer's state is created inside the capture", "classic") in planted["1"]
+def test_every_exercise_lists_its_declared_mistakes(tmp_path):
+    guide.write(tmp_path, ROOT)
+    for ch in course.chapters():
+        text = (tmp_path / f"{ch.number}.md").read_text()
+        for ex in ch.exercises:
+            assert f"**{ex.heading}**" in text
+            assert all(m.what in text for m in ex.mistakes), (ch.number, ex.number)
 
 
 def test_a_plan_that_does_not_fill_the_session_is_refused(tmp_path):
-    bad = tmp_path / "guides" / "09.yml"
-    bad.parent.mkdir()
+    bad = tmp_path / "guide.yml"
     bad.write_text("goals: [a, b, c]\nplan: [[45, x]]\ndemos: [{title: t, cell: c04, say: s}, {title: u, cell: c08, "
                    "say: s}]\nwhen_a_claim_fails: w\nquestions: [q, r, s]\n")
     with pytest.raises(ValueError, match="45 minutes, not 50"):
         guide.load(bad)
 
 
-def test_a_demo_naming_a_figure_its_lecture_does_not_record_is_refused():
-    data = guide.load(ROOT / "guides" / "09.yml")
+def test_a_demo_naming_a_figure_its_chapter_does_not_declare_is_refused():
+    data = guide.load(GUIDE_09)
     data["demos"] = [{**data["demos"][0], "figures": ["no_such_figure"]}]
-    with pytest.raises(ValueError, match="does not record"):
+    with pytest.raises(ValueError, match="does not declare"):
         guide.page(ROOT, "09", data, [])
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from launchlab.chapters.ch02 import checkers as ch02
 from launchlab.trace import load_events, shipped_trace_path
-from mutants import Answer, judge
+from mutants import Answer, judge, suite
 
 GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 
@@ -140,12 +140,13 @@ IDLE_ANSWERS = [
     Answer("idle fraction NaN", "bad value", nan_fraction),
     Answer("the shipped trace's figures typed in", "hard-coded", shipped_figures_typed_in),
 ]
+SUITE_IDLE = suite("02", 1, ch02.check_idle_stats, IDLE_ANSWERS)
 
 
 def test_lab02_exercise1_idle_stats(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     # The made-up traces are drawn afresh on each call: every answer meets several.
-    wrong = judge("lab 02, exercise 1: GPU idle time from a trace", ch02.check_idle_stats, IDLE_ANSWERS, trials=3)
+    wrong = judge(SUITE_IDLE.lab, SUITE_IDLE.number, SUITE_IDLE.checker, SUITE_IDLE.answers, trials=3)
     assert not wrong, "\n".join(wrong)
 
 
@@ -223,12 +224,12 @@ CLASSIFY_ANSWERS = [
     Answer("returns None", "bad value", lambda sweep, balance: None),
     Answer("capitalised label", "bad value", lambda sweep, balance: classify_right(sweep, balance).title()),
 ]
+SUITE_CLASSIFY = suite("02", 2, ch02.check_classify, CLASSIFY_ANSWERS)
 
 
 def test_lab02_exercise2_classify(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong = judge("lab 02, exercise 2: overhead-, bandwidth- or compute-bound", ch02.check_classify,
-                  CLASSIFY_ANSWERS, trials=2)
+    wrong = judge(SUITE_CLASSIFY.lab, SUITE_CLASSIFY.number, SUITE_CLASSIFY.checker, SUITE_CLASSIFY.answers, trials=2)
     assert not wrong, "\n".join(wrong)
 
 
@@ -314,11 +315,12 @@ NO_SYNC_ANSWERS = [
     Answer("losses in another unit (summed, not averaged)", "unit",
            stacked(lambda m, o, b: _loop(m, o, b, _mask_grads, collect=lambda loss: loss.detach() * 64))),
 ]
+SUITE_NO_SYNC = suite("02", 3, ch02.check_no_syncs, NO_SYNC_ANSWERS)
 
 
 def test_lab02_exercise3_no_syncs(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong = judge("lab 02, exercise 3: a training loop without sync points", ch02.check_no_syncs, NO_SYNC_ANSWERS)
+    wrong = judge(SUITE_NO_SYNC.lab, SUITE_NO_SYNC.number, SUITE_NO_SYNC.checker, SUITE_NO_SYNC.answers)
     assert not wrong, "\n".join(wrong)
 
 
@@ -373,13 +375,13 @@ FLAT_ANSWERS = [
     Answer("as a float", "bad value", lambda make_step: float(_flat_until(*_sweep(make_step, _throughput)))),
     Answer("NaN", "bad value", lambda make_step: float("nan")),
 ]
+SUITE_FLAT = suite("02", 4, ch02.check_flat_until, FLAT_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab02_exercise4_flat_until(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong = judge("lab 02, exercise 4: where your GPU leaves the overhead-bound regime", ch02.check_flat_until,
-                  FLAT_ANSWERS, trials=2)
+    wrong = judge(SUITE_FLAT.lab, SUITE_FLAT.number, SUITE_FLAT.checker, SUITE_FLAT.answers, trials=2)
     assert not wrong, "\n".join(wrong)
 
 

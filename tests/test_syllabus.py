@@ -1,10 +1,11 @@
-"""The start page and the reading site's table of contents follow the notebooks on disk."""
+"""The start page, the README's syllabus and the reading site's table of contents follow the course model."""
 
 import re
 
 import nbformat
 
-from launchlab_tools import site_toc, syllabus
+from launchlab import course
+from launchlab_tools import site_toc, start_page
 from launchlab_tools.notebooks import course_notebooks
 from launchlab_tools.start_page import START_PAGE
 
@@ -12,7 +13,7 @@ LINK = re.compile(r"\]\(([^)]+\.ipynb)\)")
 
 
 def test_the_start_page_is_current_and_runs_nothing(root):
-    assert not syllabus.generate(root, check=True), f"run `make labs` to regenerate {START_PAGE}"
+    assert not start_page.generate(root, check=True), f"run `make labs` to regenerate {START_PAGE} and the README"
     nb = nbformat.read(root / START_PAGE, as_version=4)
     assert all(c.cell_type == "markdown" for c in nb.cells)
 
@@ -27,8 +28,15 @@ def test_the_start_page_links_every_chapter_file_and_nothing_missing(root):
 
 def test_a_chapter_not_yet_written_is_listed_as_such(tmp_path):
     (tmp_path / "notebooks").mkdir()
-    text = "\n".join(syllabus.index_cells(tmp_path))
-    assert text.count("not in this checkout yet") == len(syllabus.CHAPTERS)
+    text = "\n".join(start_page.index_cells(tmp_path))
+    assert text.count("not in this checkout yet") == len(course.chapters())
+
+
+def test_the_readme_gives_every_chapter_and_the_study_time(root):
+    text = (root / "README.md").read_text(encoding="utf-8")
+    for ch in course.chapters():
+        assert f"| {ch.number} | {ch.title} | {ch.leaves_able_to} |" in text
+    assert "in all, for a first reading" in text
 
 
 def test_the_site_lists_every_lecture_and_solution(root):

@@ -1,16 +1,27 @@
 """The checker framework every exercise ends with: `exercise`, `Verdict`, value checks and capture helpers.
 
-A checker is a function decorated with `exercise(name, hint)` whose body returns a detail line on success
-or raises `CheckFailed(detail)`. The chapter checkers live in `launchlab.checkers`; a lab reaches them only
-through `launchlab.checkers.for_lab`, which hands out the `check_*` functions and nothing else.
+A checker is a function decorated with `exercise(number, hint)` whose body returns a detail line on success
+or raises `CheckFailed(detail)`; its verdict carries the heading the course model gives exercise `number` of
+its chapter, and is stored in this GPU's run (`results.record_verdict`). Random scenarios come from `rng()`,
+seeded per trial, so a FAIL prints the seed that replays it. Around every body the CUDA state an exercise may
+leave behind (a capture left open, a side stream left current, the sync debug mode) is put back, and a GPU
+left broken (a sticky error) is a verdict that says to restart the kernel, not a FAIL of the next exercise.
+The chapter checkers live in `launchlab/chapters/chNN/checkers.py`; a lab reaches them only through
+`launchlab.checkers.for_lab`, which hands out the `check_*` functions and nothing else.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
+import operator
 import os
+import random
+import re
+import sys
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,6 +31,10 @@ from .env import strict
 
 PASS_MARK = "PASS"
 FAIL_MARK = "FAIL"
+PARTIAL_MARK = "PASS (CPU part only)"  # a cpu-partial exercise passed where there is no CUDA GPU for the rest
+RESTART_MARK = "RESTART"               # the GPU was left broken: the verdict says to restart the kernel
+RESTART = "restart the kernel"         # how such a verdict's detail starts (the grader reads it)
+SEED_VARIABLE = "LAUNCHLAB_CHECK_SEED"  # set, every trial of every checker uses this seed
 
 
 class CheckFailed(AssertionError):
@@ -49,54 +64,386 @@ class Verdict:
     passed: bool
     detail: str
     hint: str = ""
+    partial: bool = False      # passed on a CPU; the GPU part of a cpu-partial exercise was not judged here
+    seed: int | None = None    # the seed of the trial that decided it, when the checker drew random scenarios
 
     def __bool__(self) -> bool:
         return self.passed
+
+    @property
+    def restart(self) -> bool:
+        """The GPU was left broken: no answer was judged, the learner must restart the kernel."""
+        return not self.passed and self.detail.startswith(RESTART)
 
     def _ipython_display_(self) -> None:
         """Already printed by the checker; show nothing more in a notebook."""
 
 
-def exercise(name: str, hint: str) -> Callable[[Callable[..., str]], Callable[..., Verdict]]:
+# ---- random scenarios, replayable from a seed ----------------------------------------------------------------
+
+
+@dataclass
+class _Trial:
+    seed: int
+    drawn: random.Random | None = None  # made at the trial's first draw: a trial that draws nothing has no seed
+
+
+_trials: list[_Trial] = []  # the checker trials running now, innermost last
+
+
+def rng() -> random.Random:
+    """The random generator of the checker trial running now, seeded from the trial's seed: every random scenario
+    a checker makes comes from here, so the seed a FAIL prints replays it (`check.check_x(answer, seed=...)`).
+    Outside a checker, a freshly seeded generator."""
+    if not _trials:
+        return random.Random(random.SystemRandom().randrange(2**31))
+    trial = _trials[-1]
+    if trial.drawn is None:
+        trial.drawn = random.Random(trial.seed)
+    return trial.drawn
+
+
+def torch_generator(device: str = "cpu"):
+    """A torch.Generator on `device` seeded from rng(), for tensors a checker draws (torch.randn(..., generator=))."""
+    import torch
+
+    return torch.Generator(device=device).manual_seed(rng().randrange(2**31))
+
+
+def numpy_generator():
+    """A numpy Generator seeded from rng(), for arrays a checker draws."""
+    import numpy as np
+
+    return np.random.default_rng(rng().randrange(2**31))
+
+
+def _given_seed(seed: object) -> int | None:
+    """The seed every trial of a checker call uses: its seed= argument, else LAUNCHLAB_CHECK_SEED, else None (each
+    trial draws a fresh one)."""
+    if seed is None:
+        raw = os.environ.get(SEED_VARIABLE, "").strip()
+        if not raw:
+            return None
+        if not raw.isdigit():
+            raise ValueError(f"{SEED_VARIABLE}={raw!r}: set it to a whole number (a seed a FAIL printed), or unset it")
+        return int(raw)
+    if isinstance(seed, bool):
+        raise TypeError(f"seed={seed!r}: pass the whole number that a FAIL printed")
+    try:
+        return operator.index(seed)
+    except TypeError:
+        raise TypeError(f"seed={seed!r}: pass the whole number that a FAIL printed") from None
+
+
+# ---- the exercise a checker judges, from the course model ----------------------------------------------------
+
+_HEADING = re.compile(r"^Exercise (\d+)\b")
+
+
+class Declared:
+    """The exercise a checker judges: the number (or free-form name) given to `exercise`, resolved against the
+    course model when first needed. The model imports every chapter's checkers module, so reading it while a
+    checkers module is being imported could be circular: nothing is read at decoration time."""
+
+    def __init__(self, body: Callable, key: int | str) -> None:
+        if isinstance(key, bool) or not isinstance(key, (int, str)):
+            raise TypeError(f"exercise({key!r}, ...): give the exercise's number in its chapter, or a name")
+        self.body, self.key = body, key
+        self.chapter = None   # course.Chapter, when the checker belongs to one
+        self.model = None     # course.Exercise, when the chapter declares this one
+        self._resolved = False
+
+    def resolve(self) -> Declared:
+        """Read the model once; where a chapter's model does not load (yet), read it again at the next call."""
+        if self._resolved:
+            return self
+        from . import course
+
+        module = self.body.__module__
+        try:
+            chapter = course.chapter_of_module(module)
+        except Exception:  # a chapter's declaration that does not import: keep the checker usable
+            chapter = None
+        if chapter is not None:
+            if isinstance(self.key, int):
+                self.model = chapter.exercise(self.key)  # ModelError: the chapter declares no such exercise
+            else:
+                self.model = next((e for e in chapter.exercises if e.heading == self.key), None) or next(
+                    (e for e in chapter.exercises if e.checker == self.body.__name__), None)
+            self.chapter = chapter
+        self._resolved = chapter is not None or not module.startswith("launchlab.chapters.")
+        return self
+
+    @property
+    def name(self) -> str:
+        """'Exercise 2: choose a bucket': the model's heading for a number, else the name given."""
+        self.resolve()
+        if isinstance(self.key, str):
+            return self.key
+        return self.model.heading if self.model is not None else f"Exercise {self.key}"
+
+    @property
+    def number(self) -> int | None:
+        self.resolve()
+        if self.model is not None:
+            return self.model.number
+        if isinstance(self.key, int):
+            return self.key
+        match = _HEADING.match(self.key)
+        return int(match.group(1)) if match else None
+
+    @property
+    def label(self) -> str:
+        """'exercise 2', as a sentence names it."""
+        return f"exercise {self.number}" if self.number is not None else self.name
+
+    def judged_in_part_here(self) -> bool:
+        """A cpu-partial exercise judged where CUDA is not available: its GPU part is judged elsewhere."""
+        self.resolve()
+        return self.model is not None and self.model.runs_on == "cpu-partial" and not cuda_available()
+
+
+def exercise_name(checker: Callable) -> str:
+    """The name a checker's verdicts carry ('Exercise 2: choose a bucket'); also left in checker.exercise_name."""
+    name = checker.declared.name
+    checker.exercise_name = name
+    return name
+
+
+def cuda_available() -> bool:
+    """Whether PyTorch sees a CUDA GPU here (False where PyTorch does not import)."""
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+# ---- the CUDA state exercises share in one kernel ------------------------------------------------------------
+
+_last_judged: str | None = None  # the last exercise judged in this process ("exercise 3")
+_broken_by: str | None = None    # the exercise whose check left the GPU broken, once one did
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def _end_capture(handle: int) -> None:
+    """End the capture running on the stream `handle` and destroy the graph it made (an invalidated capture
+    makes none). torch has no call for a capture it did not begin itself, so through the CUDA runtime's own."""
+    try:
+        from cuda.bindings import runtime
+    except ImportError:
+        runtime = None
+    if runtime is not None:
+        _, graph = runtime.cudaStreamEndCapture(runtime.cudaStream_t(handle))
+        if graph is not None and int(graph):
+            runtime.cudaGraphDestroy(graph)
+        return
+    import cupy
+
+    try:
+        graph = cupy.cuda.runtime.streamEndCapture(handle)
+    except cupy.cuda.runtime.CUDARuntimeError:  # invalidated: the capture is over, and left no graph
+        return
+    if graph:
+        cupy.cuda.runtime.graphDestroy(graph)
+
+
+def _restore_torch(cuda) -> str | None:
+    """End a capture left running on the current stream, make the default stream current again, turn the sync
+    debug mode off, then synchronise: None if the GPU answers, else the error it gives."""
+    try:
+        if cuda.is_current_stream_capturing():
+            _end_capture(cuda.current_stream().cuda_stream)
+        default = cuda.default_stream()
+        if cuda.current_stream() != default:
+            cuda.set_stream(default)
+        if cuda.get_sync_debug_mode() != 0:
+            cuda.set_sync_debug_mode(0)  # before synchronize(), which the "error" mode refuses
+        cuda.synchronize()
+    except Exception as exc:  # a sticky error (an illegal address), or a capture on a stream out of reach
+        return _first_line(exc)
+    return None
+
+
+def _driver_check() -> str | None:
+    """Without torch's CUDA, synchronise the context current on this thread if there is one (CuPy's, cuda.core's):
+    None if it answers or none exists, else the error it gives. Creates no context."""
+    try:
+        from cuda.bindings import driver
+
+        err, context = driver.cuCtxGetCurrent()  # CUDA_ERROR_NOT_INITIALIZED when nothing used the GPU
+        if err != driver.CUresult.CUDA_SUCCESS or not int(context):
+            return None
+        (err,) = driver.cuCtxSynchronize()
+        if err == driver.CUresult.CUDA_SUCCESS:
+            return None
+        _, text = driver.cuGetErrorString(err)
+        return f"CUDA error: {text.decode() if isinstance(text, bytes) else text}"
+    except Exception:  # no driver, no bindings: no GPU state to check
+        return None
+
+
+def restore_cuda_state() -> str | None:
+    """Put back the CUDA state an exercise may leave behind in this process, and say whether the GPU still
+    works: None if it does, else what is wrong (a sticky error only a new process clears). Touches CUDA only
+    where this process already initialised it, through torch (torch already imported) or another binding."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    try:
+        initialised = cuda is not None and cuda.is_initialized()
+    except Exception:
+        initialised = False
+    if initialised:
+        return _restore_torch(cuda)
+    if any(name in sys.modules for name in ("cupy", "cuda.core", "cuda.bindings")):
+        return _driver_check()
+    return None
+
+
+RESTART_HINT = ("a CUDA error such as an illegal memory access stays with the process that made it: every later "
+                "GPU call fails until the kernel is restarted")
+
+
+def _restart(declared: Declared, why: str) -> Verdict:
+    return Verdict(declared.name, False, f"{RESTART}: {why}. Kernel > Restart, then run the lab's first cell and "
+                                         f"{declared.label} again", RESTART_HINT)
+
+
+def _gpu_before(declared: Declared) -> Verdict | None:
+    """Restore the CUDA state before a checker's body runs; a restart verdict if the GPU is already broken."""
+    global _broken_by
+    what = restore_cuda_state()
+    if what is None:
+        _broken_by = None
+        return None
+    if _broken_by:
+        culprit = f"{_broken_by} left the GPU in a broken state"
+    elif _last_judged:
+        culprit = f"code run after {_last_judged} was judged left the GPU in a broken state"
+    else:
+        culprit = "code run before this check left the GPU in a broken state"
+    return _restart(declared, f"{culprit} ({what})")
+
+
+def _gpu_after(declared: Declared, verdict: Verdict) -> Verdict | None:
+    """Restore the CUDA state after a checker's body, whatever it did; a restart verdict if it broke the GPU."""
+    global _broken_by, _last_judged
+    _last_judged = declared.label
+    what = restore_cuda_state()
+    if what is None:
+        return None
+    _broken_by = declared.label
+    said = verdict.detail.strip().splitlines()[0][:300] if not verdict.passed and verdict.detail.strip() else ""
+    return _restart(declared, f"{declared.label} left the GPU in a broken state ({what})"
+                    + (f"; the check had failed with: {said}" if said and what not in said else ""))
+
+
+# ---- the checker -----------------------------------------------------------------------------------------------
+
+
+def _replay(verdict: Verdict, checker: str) -> str:
+    if verdict.seed is None:
+        return ""
+    return f" (seed {verdict.seed}: check.{checker}(your_answer, seed={verdict.seed}) replays it)"
+
+
+def _announce(verdict: Verdict, checker: str) -> None:
+    """The verdict's line, as the lab shows it (the browser tests read these lines)."""
+    if verdict.passed:
+        print(f"{PARTIAL_MARK if verdict.partial else PASS_MARK} [{verdict.exercise}] {verdict.detail}")
+    elif verdict.restart:
+        print(f"{RESTART_MARK} [{verdict.exercise}] {verdict.detail}")
+    else:
+        print(f"{FAIL_MARK} [{verdict.exercise}] {verdict.detail}{_replay(verdict, checker)}\n  Hint: {verdict.hint}")
+
+
+def _record(declared: Declared, verdict: Verdict) -> None:
+    """Store the verdict in this GPU's run, for a checker of a chapter's exercise."""
+    if declared.chapter is None or declared.model is None:
+        return
+    from . import results
+
+    try:
+        results.record_verdict(declared.chapter.number, declared.model.number, verdict.passed, verdict.detail,
+                               verdict.hint, partial=verdict.partial, seed=verdict.seed)
+    except Exception as exc:  # an unwritable runs/ must not hide the verdict just printed
+        warnings.warn(f"the verdict of {declared.name} was not stored: {exc}", stacklevel=3)
+
+
+def exercise(number_or_name: int | str, hint: str) -> Callable[[Callable[..., str]], Callable[..., Verdict]]:
     """Make a checker: its body returns a detail string on success or raises CheckFailed(detail).
 
-    The wrapped checker prints PASS or FAIL with a hint (the mistake's own when the body raised one), never a
-    traceback: a stub (NotImplementedError) or any error in the learner's code is a FAIL that says what
-    happened. Under LAUNCHLAB_CHECK_TRIALS=N the body runs N times and passes only if every run passes.
+    `number_or_name` is the exercise's number in its chapter's model (launchlab/chapters/chNN/chapter.py): the
+    verdicts carry the model's heading ('Exercise 2: choose a bucket') and are stored in this GPU's run. A name
+    instead names the verdicts as given (a test's checker). The wrapped checker prints PASS or FAIL with a hint
+    (the mistake's own when the body raised one), never a traceback: a stub (NotImplementedError) or any error in
+    the learner's code is a FAIL that says what happened. Under LAUNCHLAB_CHECK_TRIALS=N the body runs N times
+    and passes only if every run passes. Each trial draws its scenarios from `rng()` under a fresh seed, which a
+    FAIL prints; `seed=` (or LAUNCHLAB_CHECK_SEED) replays it. A cpu-partial exercise passed without CUDA says
+    PASS (CPU part only). The CUDA state is restored before and after the body; a GPU left broken gives a
+    verdict that says to restart the kernel.
     """
 
     def wrap(body: Callable[..., str]) -> Callable[..., Verdict]:
-        def judge_once(*args, **kwargs) -> Verdict:
+        declared = Declared(body, number_or_name)
+
+        def judge_once(args: tuple, kwargs: dict, seed: int) -> Verdict:
+            name = declared.name
+            trial = _Trial(seed)
+            _trials.append(trial)
             try:
-                return Verdict(name, True, body(*args, **kwargs) or "")
+                verdict = Verdict(name, True, body(*args, **kwargs) or "")
             except NotImplementedError as exc:
-                return Verdict(name, False, f"not implemented yet ({exc})", hint)
+                verdict = Verdict(name, False, f"not implemented yet ({exc})", hint)
             except CheckFailed as exc:
-                return Verdict(name, False, str(exc), exc.hint or hint)
+                verdict = Verdict(name, False, str(exc), exc.hint or hint)
             except Exception as exc:  # the learner's code failed: say what, without a traceback
-                return Verdict(name, False, f"your code raised {type(exc).__name__}: {exc}", hint)
+                verdict = Verdict(name, False, f"your code raised {type(exc).__name__}: {exc}", hint)
+            finally:
+                _trials.pop()
+            return dataclasses.replace(verdict, seed=seed) if trial.drawn is not None else verdict
 
         @functools.wraps(body)
-        def checker(*args, **kwargs) -> Verdict:
+        def checker(*args, seed: int | None = None, **kwargs) -> Verdict:
+            name = checker.exercise_name = declared.name
             trials = check_trials()
-            for trial in range(1, trials + 1):
-                verdict = judge_once(*args, **kwargs)
-                if not verdict:
+            given = _given_seed(seed)
+            verdict = _gpu_before(declared)
+            if verdict is None:
+                for trial in range(1, trials + 1):
+                    trial_seed = random.SystemRandom().randrange(2**31) if given is None else given
+                    verdict = judge_once(args, kwargs, trial_seed)
+                    broken = _gpu_after(declared, verdict)
+                    if broken is not None:
+                        verdict = broken
+                        break
+                    if not verdict:
+                        if trials > 1:
+                            verdict = dataclasses.replace(verdict,
+                                                          detail=f"{verdict.detail} (run {trial} of {trials})")
+                        break
+                else:
                     if trials > 1:
-                        verdict = Verdict(name, False, f"{verdict.detail} (run {trial} of {trials})", verdict.hint)
-                    break
-            else:
-                if trials > 1:
-                    verdict = Verdict(name, True, f"{verdict.detail} (passed {trials} runs of {trials})")
-            if verdict.passed:
-                print(f"{PASS_MARK} [{name}] {verdict.detail}")
-            else:
-                print(f"{FAIL_MARK} [{name}] {verdict.detail}\n  Hint: {verdict.hint}")
-                if strict():
-                    raise CheckFailed(f"{name}: {verdict.detail}", verdict.hint)
+                        verdict = dataclasses.replace(
+                            verdict, detail=f"{verdict.detail} (passed {trials} runs of {trials})")
+                if verdict.passed and declared.judged_in_part_here():
+                    verdict = dataclasses.replace(verdict, partial=True, detail=(
+                        f"{verdict.detail}; the CPU part only: the rest of this exercise is judged on a machine with "
+                        "a CUDA GPU"))
+            _announce(verdict, body.__name__)
+            _record(declared, verdict)
+            if not verdict.passed and strict():
+                raise CheckFailed(f"{name}: {verdict.detail}{_replay(verdict, body.__name__)}", verdict.hint)
             return verdict
 
-        checker.exercise_name = name
+        checker.declared = declared
+        if isinstance(number_or_name, str):
+            checker.exercise_name = number_or_name
         return checker
 
     return wrap
@@ -254,12 +601,12 @@ def counting_ops() -> Iterator[OpCounts]:
 
 
 def checker_call_in_child(module: str, call: str, timeout_s: float, exit_after_s: float, stuck: str) -> dict:
-    """Run `call` (an expression on launchlab.checkers.<module> returning a dict) in a child process that never
+    """Run `call` (an expression on launchlab.chapters.<module>.checkers returning a dict) in a child process that never
     outlives `timeout_s`; its dict back, or CheckFailed with its error, its last lines, or `stuck` if it hung."""
     from . import child
 
     # os._exit: once the RESULT line is out, skip the teardown (the device runtime's can take seconds).
-    script = (f"import os\nfrom launchlab.checkers import {module}\nfrom launchlab.child import result\n"
+    script = (f"import os\nfrom launchlab.chapters.{module} import checkers as {module}\nfrom launchlab.child import result\n"
               f"result(**{module}.{call})\nos._exit(0)")
     # A GPU loop that never ends keeps its process alive after it reported: stop it once its RESULT is in.
     run = child.run_python(script, timeout_s=timeout_s, exit_after_result_s=exit_after_s)

@@ -16,6 +16,7 @@ import functools
 import importlib
 import pkgutil
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -205,14 +206,19 @@ def _load() -> tuple[Chapter, ...]:
                 raise ModelError(f"launchlab/chapters/{info.name}/chapter.py must define CHAPTER = Chapter("
                                  f"number={info.name[2:]!r}, ...)")
             found.append(validate(chapter))
+    _check_unique(found)
+    return tuple(found)
+
+
+def _check_unique(found: Sequence[Chapter]) -> None:
+    """A figure or claim name is the course's, not only its chapter's (the reports are flat): no two may share one."""
     seen: dict[str, str] = {}
-    for ch in found:  # a figure or claim name is the course's, not only its chapter's: the reports are flat
+    for ch in found:
         for name in [f.name for f in ch.figures] + [c.name for c in ch.claims]:
             if name in seen:
                 raise ModelError(f"{name!r} is declared by chapters {seen[name]} and {ch.number}; names are "
                                  "unique across the course")
             seen[name] = ch.number
-    return tuple(found)
 
 
 def reload() -> None:

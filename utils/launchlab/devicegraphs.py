@@ -8,9 +8,11 @@ process: launchlab.child.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import graphs
 from .env import CellSkipped, skip_cell
@@ -21,7 +23,8 @@ FEATURES = {
     "conditional nodes": 12040,  # IF and WHILE nodes set by cudaGraphSetConditional, as cuda.core builds them
 }
 INSTANTIATE_DEVICE_LAUNCH = 4  # CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH
-CUDA_INCLUDE = "/usr/local/cuda/include"
+# The CUDA toolkit's headers, as the README says: under CUDA_PATH (or CUDA_HOME), else the usual install place.
+CUDA_INCLUDE = str(Path(os.environ.get("CUDA_PATH") or os.environ.get("CUDA_HOME") or "/usr/local/cuda") / "include")
 
 
 class FeatureMissing(CellSkipped):

@@ -29,6 +29,7 @@ class Environment:
     python: str
     libraries: dict[str, str | None] = field(default_factory=dict)
     problem: str | None = None
+    host_cpu: str | None = None   # host-side figures (enqueue, dispatch, sync) belong to it as much as to the GPU
 
     @property
     def has_gpu(self) -> bool:
@@ -101,7 +102,19 @@ def environment() -> Environment:
     return Environment(
         gpu_name=name, gpu_count=count, compute_capability=cc, sm_count=sms, driver=driver,
         cuda_runtime=cuda_runtime, python=platform.python_version(), libraries=libs, problem=problem,
+        host_cpu=host_cpu_model(),
     )
+
+
+def host_cpu_model() -> str | None:
+    """The host CPU's model name (Linux /proc/cpuinfo, else platform's), or None."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
 
 
 def gpu_count() -> int:
@@ -133,6 +146,7 @@ def describe(env: Environment | None = None) -> str:
     libs = ", ".join(f"{k} {v}" for k, v in env.libraries.items() if v)
     return (
         f"GPU: {gpu}\n"
+        f"host CPU: {env.host_cpu or 'unknown'} (host-side figures such as launch and sync costs depend on it)\n"
         f"driver: {env.driver or 'none'} | CUDA runtime (torch): {env.cuda_runtime or 'none'} | "
         f"Python {env.python} on {platform.system()} {platform.machine()}\n"
         f"libraries: {libs}"

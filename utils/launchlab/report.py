@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .env import environment, gpu_slug, library_version, repo_root
+from .env import environment, gpu_slug, host_cpu_model, library_version, repo_root
 
 SCHEMA: dict[str, str] = {
     "gpu": "the GPU's name as the driver reports it",
@@ -48,19 +48,6 @@ CLAIM_KEYS: dict[str, str] = {
 
 class ReportError(ValueError):
     """A report file that does not follow the schema."""
-
-
-def host_cpu() -> str | None:
-    """The host CPU's model name (Linux /proc/cpuinfo, else platform's), or None."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or None
 
 
 def claim_held(value: object) -> bool:
@@ -148,7 +135,7 @@ class Report:
             return {k: v for k, v in names.items() if declared is None or k in declared}
 
         return Report(
-            gpu=env.gpu_name, host_cpu=host_cpu(), driver=env.driver, cuda_runtime=env.cuda_runtime,
+            gpu=env.gpu_name, host_cpu=host_cpu_model(), driver=env.driver, cuda_runtime=env.cuda_runtime,
             torch=library_version("torch"), cupy=library_version("cupy"), python=env.python,
             date=dt.date.today().isoformat(),
             notebooks=dict(sorted({**old.notebooks, **notebooks}.items())),

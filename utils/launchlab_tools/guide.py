@@ -119,6 +119,8 @@ def write(out_dir: Path, root: Path | None = None) -> list[Path]:
         stale.unlink()
     written = []
     for chapter in course.chapters():
+        if not (root / chapter.lecture()).exists():   # a chapter not in this checkout has no page
+            continue
         target = out_dir / f"{chapter.number}.md"
         target.write_text(page(root, chapter.number, load(guide_file(chapter)), cols), encoding="utf-8")
         written.append(target)

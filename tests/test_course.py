@@ -1,0 +1,190 @@
+"""The course model: every chapter's facts declared once, read by every tool; the package split by audience."""
+
+import importlib
+import json
+import subprocess
+import sys
+import textwrap
+
+import nbformat
+import pytest
+
+from launchlab import course, results
+from launchlab.report import load_all
+from launchlab_tools import figures, guide, labs, site_toc, start_page
+from launchlab_tools.notebooks import course_notebooks
+
+
+def test_every_chapter_loads_and_numbers_follow_on():
+    numbers = [ch.number for ch in course.chapters()]
+    assert numbers == [f"{n:02d}" for n in range(len(numbers))], numbers
+
+
+def test_each_chapter_has_its_three_notebooks_and_nothing_else_is_a_chapter(root):
+    declared = {rel for ch in course.chapters() for rel in ch.notebook_paths()}
+    on_disk = {p.relative_to(root).as_posix() for p in course_notebooks(root, ("notebooks", "labs", "solutions"))}
+    assert declared == on_disk
+
+
+def test_each_exercise_names_a_checker_its_module_exports():
+    for ch in course.chapters():
+        module = importlib.import_module(ch.checkers_module)
+        exported = {name for name in module.__all__ if name.startswith("check_")}
+        assert exported == {ex.checker for ex in ch.exercises}, ch.number
+        assert all(callable(getattr(module, ex.checker)) for ex in ch.exercises)
+
+
+def test_every_exercise_declares_at_least_six_mistakes_of_several_kinds():
+    for ch in course.chapters():
+        for ex in ch.exercises:
+            assert len(ex.mistakes) >= 6, f"lab {ch.number} exercise {ex.number}: {len(ex.mistakes)} mistakes"
+            assert len({m.kind for m in ex.mistakes}) >= 3, f"lab {ch.number} exercise {ex.number}"
+
+
+def test_the_committed_reports_hold_only_declared_names(root):
+    declared_figures = {f.name for ch in course.chapters() for f in ch.figures}
+    declared_claims = {c.name for ch in course.chapters() for c in ch.claims}
+    for report in load_all(root):
+        assert set(report.metrics) <= declared_figures, sorted(set(report.metrics) - declared_figures)
+        assert set(report.claims) <= declared_claims, sorted(set(report.claims) - declared_claims)
+
+
+def test_every_declared_figure_was_recorded_by_a_reference_run(root):
+    recorded = {name for report in load_all(root) for name in report.metrics}
+    missing = [f.name for ch in course.chapters() for f in ch.figures if f.name not in recorded]
+    assert not missing, f"declared but in no report (renamed? never recorded?): {missing}"
+
+
+def test_record_and_claim_refuse_a_name_no_chapter_declares(results_dir):
+    with pytest.raises(results.UndeclaredName, match="no chapter declares this figure"):
+        results.record("empty_launch_enqeue_us", 6.0)
+    with pytest.raises(results.UndeclaredName, match="no chapter declares this claim"):
+        results.record_claim("a claim nobody wrote", True)
+    name, fig = next((f.name, f) for ch in course.chapters() for f in ch.figures)
+    with pytest.raises(ValueError, match="declares"):
+        results.record(name, 1.0, fig.unit + "x")
+    assert results.record(name, 2.5) == 2.5 and results.load_run()["units"][name] == fig.unit
+
+
+def test_a_duplicate_name_across_chapters_is_refused(monkeypatch):
+    first, second = course.chapters()[:2]
+    clash = course.Chapter(**{**second.__dict__, "figures": second.figures + (first.figures[0],)})
+    monkeypatch.setattr(course, "_load", lambda: (first, clash))
+    with pytest.raises(course.ModelError, match="unique across the course"):
+        course._check_unique((first, clash))
+
+
+def test_importing_what_notebooks_import_loads_no_maintainers_module():
+    script = textwrap.dedent("""
+        import pkgutil, importlib, sys
+        import launchlab
+        from launchlab.checkers import for_lab
+        for info in pkgutil.walk_packages(launchlab.__path__, "launchlab."):
+            importlib.import_module(info.name)
+        for number in [ch.number for ch in launchlab.course.chapters()]:
+            for_lab(number)
+        print(sorted(m for m in sys.modules if m.startswith("launchlab_tools")))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_no_notebook_imports_the_maintainers_tools(root):
+    for path in course_notebooks(root, ("notebooks", "labs", "solutions")):
+        nb = nbformat.read(path, as_version=4)
+        assert not any("launchlab_tools" in c.source for c in nb.cells if c.cell_type == "code"), path.name
+
+
+# ---- a throwaway chapter appears everywhere ----------------------------------------------------------------
+
+CHAPTER_PY = '''
+from launchlab.course import Chapter, Claim, Exercise, Figure, Mistake, Needs
+
+CHAPTER = Chapter(
+    number="99", stem="99_throwaway", title="A throwaway chapter", leaves_able_to="add a chapter in one folder",
+    measures="nothing real", needs=Needs(gpus=0, text="a CPU"), minutes=30,
+    figures=(Figure("throwaway_probe_us", "us", "lower", "a figure only this test records"),),
+    claims=(Claim("a throwaway claim holds"),),
+    exercises=(Exercise(1, "return one", "check_one", "one()", runs_on="cpu", mistakes=(
+        Mistake("returns two", "classic", "returns 2"), Mistake("returns None", "bad value", "forgets to return"),
+        Mistake("returns NaN", "bad value", "returns nan"), Mistake("returns 1000", "unit", "a unit slip"),
+        Mistake("returns '1'", "structure", "a string"), Mistake("returns 1.5", "hard-coded", "types a number"),
+    )),),
+)
+'''
+CHECKERS_PY = '''
+from ...checking import CheckFailed, exercise
+
+__all__ = ["check_one"]
+
+
+@exercise(1, "return the number one")
+def check_one(one):
+    if one() != 1:
+        raise CheckFailed(f"one() returned {one()!r}")
+    return "one() is 1"
+'''
+GUIDE_YML = """goals: [a, b, c]
+plan: [[50, "everything"]]
+demos: [{title: t, cell: c0, say: s, figures: [throwaway_probe_us]}, {title: u, cell: c0, say: s}]
+when_a_claim_fails: w
+questions: [q, r, s]
+"""
+
+
+def _notebook(root, folder, cells):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = cells
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"c{i}"
+    (root / folder).mkdir(exist_ok=True)
+    nbformat.write(nb, root / folder / "99_throwaway.ipynb")
+
+
+@pytest.fixture
+def throwaway(tmp_path, monkeypatch, root):
+    """A course checkout with chapter 99 added: its folder and its three notebooks, nothing else."""
+    import launchlab.chapters
+
+    extra = tmp_path / "extra"
+    folder = extra / "ch99"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text('"""Chapter 99."""\n')
+    (folder / "chapter.py").write_text(CHAPTER_PY)
+    (folder / "checkers.py").write_text(CHECKERS_PY)
+    (folder / "guide.yml").write_text(GUIDE_YML)
+    monkeypatch.setattr(launchlab.chapters, "__path__", [*launchlab.chapters.__path__, str(extra)])
+    course.reload()
+    checkout = tmp_path / "course"
+    checkout.mkdir()
+    (checkout / "README.md").write_text((root / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    (checkout / "reports" / "gpu").mkdir(parents=True)
+    (checkout / "reports" / "gpu" / "nvidia-h100-80gb-hbm3.json").write_text(json.dumps({
+        "gpu": "NVIDIA H100 80GB HBM3", "notebooks": {}, "metrics": {"throwaway_probe_us": 1.5},
+        "units": {"throwaway_probe_us": "us"}, "claims": {"a throwaway claim holds": {"held": True}}}))
+    _notebook(checkout, "notebooks", [nbformat.v4.new_code_cell("x = 1")])
+    solution = [nbformat.v4.new_markdown_cell("## Exercise 1: return one"),
+                nbformat.v4.new_code_cell("def one():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION"),
+                nbformat.v4.new_code_cell("check.check_one(one)")]
+    _notebook(checkout, "solutions", solution)
+    (checkout / "labs").mkdir()
+    (checkout / "labs" / "99_throwaway.ipynb").write_text(labs.lab_text(checkout / "solutions" / "99_throwaway.ipynb"))
+    yield checkout
+    monkeypatch.undo()
+    course.reload()
+
+
+def test_a_throwaway_chapter_appears_on_the_start_page_site_figures_page_and_guide(throwaway, tmp_path):
+    assert [ch.number for ch in course.chapters()][-1] == "99"
+    start = "\n".join(start_page.index_cells(throwaway))
+    assert "| 99 | A throwaway chapter |" in start and "[open](labs/99_throwaway.ipynb)" in start
+    assert "| 99 | A throwaway chapter | add a chapter in one folder |" in start_page.readme_text(throwaway)
+    assert "file: notebooks/99_throwaway" in site_toc.toc_text(throwaway)
+    page = figures.write_page(tmp_path / "figures", throwaway, runs=[]).read_text()
+    assert "## 99 · A throwaway chapter" in page and "a figure only this test records" in page
+    pages = guide.write(tmp_path / "guide", throwaway)
+    text = (tmp_path / "guide" / "99.md").read_text()
+    assert [p.name for p in pages] == ["99.md"] and "Exercise 1: return one" in text and "returns 2" in text
+    lab = nbformat.read(throwaway / "labs" / "99_throwaway.ipynb", as_version=4)
+    assert 'raise NotImplementedError("Exercise 1: return one' in lab.cells[1].source
