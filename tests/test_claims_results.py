@@ -5,7 +5,7 @@ import json
 import pytest
 
 from launchlab import course, results
-from launchlab.claims import ClaimFailed, below, claim, exceeds
+from launchlab.claims import ClaimFailed, ClaimRefused, Comparison, Side, agrees, claim, higher, lower
 from launchlab.report import Report
 
 
@@ -17,37 +17,61 @@ def declared_anything(monkeypatch):
                         lambda name, unit=None: course.Figure(name, unit or "us", "lower", "a test figure"))
 
 
-def test_claim_that_holds_is_printed_and_stored(results_dir, capsys, monkeypatch):
+def test_claim_that_holds_is_printed_and_stored_with_both_sides(results_dir, capsys, monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "1")
-    assert claim("graphs are faster", 2.0 < 7.0, "2.0 us against 7.0 us") is True
-    assert "CLAIM HELD  graphs are faster: 2.0 us against 7.0 us" in capsys.readouterr().out
-    assert results.load_run()["claims"] == {"graphs are faster": {"held": True, "detail": "2.0 us against 7.0 us"}}
+    held = claim("graphs are faster", lower(("graph", 2.0), ("eager", 7.0), by=3, config="the same 10 kernels, warm"),
+                 why="replayed 100 times")
+    assert held is True
+    out = capsys.readouterr().out
+    assert "CLAIM HELD  graphs are faster: graph 2 against eager 7 (rule: ours < baseline / 3; baseline: the same " \
+           "10 kernels, warm); replayed 100 times (margin 17%)" in out
+    entry = results.load_run()["claims"]["graphs are faster"]
+    assert entry["ours"] == {"label": "graph", "value": 2.0} and entry["rule"] == "ours < baseline / 3"
+    assert entry["baseline"] == {"label": "eager", "value": 7.0, "config": "the same 10 kernels, warm"}
+    assert entry["held"] is True and entry["margin"] == round(7 / 6 - 1, 4)
 
 
 def test_failed_claim_explains_without_raising_for_a_learner(results_dir, capsys, monkeypatch):
     monkeypatch.delenv("LAUNCHLAB_STRICT", raising=False)
-    assert claim("graphs are faster", False, "9 us against 7 us") is False
+    assert claim("graphs are faster", lower(("graph", 9.0), ("eager", 7.0))) is False
     out = capsys.readouterr().out
-    assert "DID NOT HOLD" in out and "9 us against 7 us" in out and "not an error in your work" in out
+    assert "DID NOT HOLD" in out and "graph 9 against eager 7" in out and "not an error in your work" in out
     assert results.load_run()["claims"]["graphs are faster"]["held"] is False
 
 
-def test_a_compared_claim_stores_its_margin_and_names_a_narrow_one(results_dir, capsys, monkeypatch):
+def test_a_rule_that_holds_both_ways_round_is_refused():
+    with pytest.raises(ClaimRefused, match="sides swapped"):
+        lower(("floor", 4.5), ("CuPy", 4.4), by=0.6)
+    with pytest.raises(ClaimRefused, match="tighter than"):
+        agrees(("events", 1.0), ("spin", 1.0), within=0.9)
+    swapped = Comparison(Side("a", 1.0), Side("b", 1.0), "r", True, 0.5, True)
+    with pytest.raises(ClaimRefused, match="cannot fail"):
+        claim("graphs are faster", swapped)
+
+
+def test_a_claim_without_sides_needs_a_reason_and_the_old_form_is_refused(results_dir, capsys):
+    with pytest.raises(ClaimRefused, match="reason"):
+        claim("outputs are equal", holds=True)
+    with pytest.raises(ClaimRefused, match="old claim"):
+        claim("outputs are equal", True, "why")
+    assert claim("outputs are equal", holds=True, reason="an exact comparison of two tensors")
+    assert "no two sides: an exact comparison" in capsys.readouterr().out
+
+
+def test_comparisons_join_to_the_narrower_margin_and_name_a_narrow_one(results_dir, capsys, monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "1")
-    assert claim("graphs are faster", exceeds(7.0, 2.0, factor=2), "7.0 us against 2.0 us")
-    assert "(margin 75%)" in capsys.readouterr().out
-    assert results.load_run()["claims"]["graphs are faster"]["margin"] == 0.75
-    assert claim("a coin flip", below(9.6, 10.0), "9.6 against 10")
+    assert claim("a coin flip", higher(("rate", 10.4), ("floor", 10.0)), lower(("t", 1.0), ("u", 3.0)))
     assert "HELD NARROWLY" in capsys.readouterr().out
-    assert Report(gpu=None, claims=results.load_run()["claims"]).narrow_claims(0.10) == {"a coin flip": 0.0417}
+    entry = results.load_run()["claims"]["a coin flip"]
+    assert entry["margin"] == 0.04 and entry["more"][0]["rule"] == "ours < baseline"
+    assert Report(gpu=None, claims=results.load_run()["claims"]).narrow_claims(0.10) == {"a coin flip": 0.04}
 
 
-def test_margins_join_to_the_narrower_and_refuse_nan():
-    both = exceeds(3.0, 1.0) & below(0.9, 1.0)
-    assert both.held and abs(both.margin - 1 / 9) < 1e-9
-    assert not (exceeds(3.0, 1.0) & False)
-    assert not exceeds(float("nan"), 1.0) and not below(1.0, float("nan"))
-    assert not exceeds(1.0, 1.0), "equal is not larger"
+def test_agreement_and_bad_values():
+    assert agrees(("events", 10.3), ("spin timer", 10.0), within=0.05).held
+    assert not agrees(("events", 13.0), ("spin timer", 10.0), within=0.05).held
+    assert not lower(("x", float("nan")), ("y", 1.0)).held and not higher(("x", 1.0), ("y", 0.0)).held
+    assert not lower(("x", 1.0), ("y", 1.0)).held, "equal is not lower"
 
 
 def test_failed_claim_raises_under_strict(results_dir, monkeypatch):
@@ -56,7 +80,7 @@ def test_failed_claim_raises_under_strict(results_dir, monkeypatch):
 
     assert strict()
     with pytest.raises(ClaimFailed, match="graphs are faster"):
-        claim("graphs are faster", False, "9 us against 7 us")
+        claim("graphs are faster", lower(("graph", 9.0), ("eager", 7.0)))
 
 
 def test_record_stores_value_and_unit(results_dir):
@@ -80,9 +104,9 @@ def write_reports(root, reports: dict[str, dict]) -> None:
 
 
 H100 = {"gpu": "NVIDIA H100 80GB HBM3", "metrics": {"empty_launch_enqueue_us": 6.5, "only_h100_us": 1.0},
-        "units": {"empty_launch_enqueue_us": "us", "only_h100_us": "us"}}
+        "units": {"empty_launch_enqueue_us": "us", "only_h100_us": "us"}, "notebooks": {}, "claims": {}}
 H200 = {"gpu": "NVIDIA H200", "metrics": {"empty_launch_enqueue_us": 5.5, "graphed_allreduce_speedup": 4.1},
-        "units": {"graphed_allreduce_speedup": "x"}}
+        "units": {"graphed_allreduce_speedup": "x"}, "notebooks": {}, "claims": {}}
 
 
 def test_reference_prefers_this_gpus_report_then_any_report_that_holds_the_figure(tmp_path, monkeypatch):

@@ -1,10 +1,13 @@
-"""Lab 03's mutation suite: plausible answers to the exercises that run on a CPU, each judged by its checker."""
+"""Lab 03's mutation suite: plausible answers to every exercise, each judged by its checker.
+
+Exercises 1, 2 and 4 run on a CPU; exercise 3 (did reduce-overhead really graph?) needs a GPU.
+"""
 
 import pytest
 import torch
 
 from launchlab.chapters.ch03 import checkers as ch03
-from mutants import Answer, judge
+from mutants import Answer, judge, suite
 
 
 def _block(forward):
@@ -104,6 +107,7 @@ BUG_HUNT_ANSWERS = [
     Answer("layers renamed, so the weights do not load", "structure", NewLayers),
     Answer("returns None", "bad value", lambda: None),
 ]
+SUITE_BUG_HUNT = suite("03", 1, ch03.check_bug_hunt, BUG_HUNT_ANSWERS)
 
 
 def compiled_dynamic(fn, inputs, backend):
@@ -168,6 +172,7 @@ RECOMPILE_ANSWERS = [
     Answer("the outputs in reverse order", "bad value", lambda fn, inputs, backend: compiled_dynamic(fn, inputs, backend)[::-1]),
     Answer("returns None", "bad value", lambda fn, inputs, backend: None),
 ]
+SUITE_RECOMPILES = suite("03", 2, ch03.check_recompiles, RECOMPILE_ANSWERS)
 
 
 def isolated(w, audit, backend):
@@ -253,6 +258,127 @@ ISOLATED_ANSWERS = [
     Answer("squared norms", "unit", squared_norms),
     Answer("returns None", "bad value", lambda w, audit, backend: None),
 ]
+SUITE_ISOLATED = suite("03", 4, ch03.check_isolated_break, ISOLATED_ANSWERS)
+
+
+# ---- exercise 3: did it really graph? (GPU) -------------------------------------------------------------------
+# fn(x, running_mean) is the checker's launch-bound MLP that also updates running_mean in place.
+
+def graphed(fn):
+    """The solution: the update returned from the compiled function, copied into the caller's tensor outside it."""
+
+    def pure(x, running_mean):
+        new_mean = running_mean.clone()
+        out = fn(x, new_mean)
+        return out, new_mean
+
+    compiled = torch.compile(pure, mode="reduce-overhead")
+
+    def run(x, running_mean):
+        out, new_mean = compiled(x, running_mean)
+        running_mean.copy_(new_mean)
+        return out
+
+    return run
+
+
+def graphed_update_outside(fn):
+    """Right, written differently: the compiled part works on a throwaway clone; the update runs eagerly after it."""
+    compiled = torch.compile(lambda x, running_mean: fn(x, running_mean.clone()), mode="reduce-overhead")
+
+    def run(x, running_mean):
+        out = compiled(x, running_mean)
+        running_mean.mul_(0.9).add_(x.mean(0), alpha=0.1)  # the original's update, outside the graph
+        return out
+
+    return run
+
+
+def default_mode(fn):
+    return torch.compile(fn)  # fused, but no CUDA graph
+
+
+def reduce_overhead_as_given(fn):
+    return torch.compile(fn, mode="reduce-overhead")  # the input it mutates makes Inductor skip the graph
+
+
+def copied_back_inside(fn):
+    def pure(x, running_mean):
+        new_mean = running_mean.clone()
+        out = fn(x, new_mean)
+        running_mean.copy_(new_mean)  # still an input mutated inside the compiled function
+        return out
+
+    return torch.compile(pure, mode="reduce-overhead")
+
+
+def rebound_not_copied(fn):
+    compiled = torch.compile(lambda x, running_mean: (lambda m: (fn(x, m), m))(running_mean.clone()),
+                             mode="reduce-overhead")
+
+    def run(x, running_mean):
+        out, running_mean = compiled(x, running_mean)  # rebinds the local name: the caller's tensor is unchanged
+        return out
+
+    return run
+
+
+def _graphed_via(fn, new_mean_from):
+    """The solution's shape, the new mean made by `new_mean_from(running_mean)` instead of a clone."""
+
+    def pure(x, running_mean):
+        new_mean = new_mean_from(running_mean)
+        return fn(x, new_mean), new_mean
+
+    compiled = torch.compile(pure, mode="reduce-overhead")
+
+    def run(x, running_mean):
+        out, new_mean = compiled(x, running_mean)
+        running_mean.copy_(new_mean)
+        return out
+
+    return run
+
+
+def new_mean_returned_too(fn):
+    def pure(x, running_mean):
+        new_mean = running_mean.clone()
+        return fn(x, new_mean), new_mean
+
+    compiled = torch.compile(pure, mode="reduce-overhead")
+
+    def run(x, running_mean):
+        out, new_mean = compiled(x, running_mean)
+        running_mean.copy_(new_mean)
+        return out, new_mean  # the caller expects the output alone
+
+    return run
+
+
+GRAPHED_ANSWERS = [
+    Answer("the update returned, copied outside (the solution)", "right", graphed),
+    Answer("compiled on a clone, the update run eagerly after", "right", graphed_update_outside),
+    Answer("the default compile mode", "classic", default_mode),
+    Answer("reduce-overhead on fn as given: the mutated input skips the graph", "classic", reduce_overhead_as_given),
+    Answer("the update copied back inside the compiled function", "method", copied_back_inside),
+    Answer("the eager fn returned", "structure", lambda fn: fn),
+    Answer("the new mean rebound, not copied into the caller's tensor", "structure", rebound_not_copied),
+    Answer("the running mean kept in half precision", "unit",
+           lambda fn: _graphed_via(fn, lambda running_mean: running_mean.half())),
+    Answer("the width typed in: a fresh zero mean each call", "hard-coded",
+           lambda fn: _graphed_via(fn, lambda running_mean: torch.zeros(256, device=running_mean.device))),
+    Answer("the new mean returned with the output", "bad value", new_mean_returned_too),
+    Answer("returns None", "bad value", lambda fn: None),
+]
+
+
+def _fresh_compile(checker, make_graphed):
+    """Each answer judged from a clean slate: dynamo's caches and the CUDA-graph trees reset first."""
+    torch._dynamo.reset()
+    return checker(make_graphed)
+
+
+SUITE_GRAPHED = suite("03", 3, ch03.check_really_graphed, GRAPHED_ANSWERS, call=_fresh_compile)
 
 
 @pytest.fixture(autouse=True)
@@ -263,15 +389,24 @@ def _not_strict(monkeypatch, capsys):
 
 
 def test_lab03_exercise1_bug_hunt():
-    wrong = judge("lab 03, exercise 1: the graph-break bug hunt", ch03.check_bug_hunt, BUG_HUNT_ANSWERS)
+    wrong = judge(SUITE_BUG_HUNT.lab, SUITE_BUG_HUNT.number, SUITE_BUG_HUNT.checker, SUITE_BUG_HUNT.answers)
     assert not wrong, "\n".join(wrong)
 
 
 def test_lab03_exercise2_recompiles():
-    wrong = judge("lab 03, exercise 2: the recompile hunt", ch03.check_recompiles, RECOMPILE_ANSWERS)
+    wrong = judge(SUITE_RECOMPILES.lab, SUITE_RECOMPILES.number, SUITE_RECOMPILES.checker, SUITE_RECOMPILES.answers)
     assert not wrong, "\n".join(wrong)
 
 
+@pytest.mark.gpu
+def test_lab03_exercise3_really_graphed():
+    wrong = judge(SUITE_GRAPHED.lab, SUITE_GRAPHED.number, SUITE_GRAPHED.checker, SUITE_GRAPHED.answers,
+                  call=SUITE_GRAPHED.call)
+    assert not wrong, "\n".join(wrong)
+    verdict = _fresh_compile(ch03.check_really_graphed, reduce_overhead_as_given)
+    assert "it did not graph" in verdict.detail and "cudaGraphLaunch" in verdict.hint
+
+
 def test_lab03_exercise4_isolated_break():
-    wrong = judge("lab 03, exercise 4: a break that must stay", ch03.check_isolated_break, ISOLATED_ANSWERS)
+    wrong = judge(SUITE_ISOLATED.lab, SUITE_ISOLATED.number, SUITE_ISOLATED.checker, SUITE_ISOLATED.answers)
     assert not wrong, "\n".join(wrong)

@@ -12,7 +12,7 @@ import pytest
 
 from launchlab import child, devicegraphs
 from launchlab.chapters.ch06 import checkers as ch06
-from mutants import Answer, judge
+from mutants import Answer, judge, suite
 
 # ---- exercise 1: make a graph launchable from the device ---------------------------------------------------
 
@@ -96,13 +96,13 @@ LAUNCHABLE_ANSWERS = [
     Answer("the CUgraphExec handle returned", "unit", the_handle),
     Answer("returns None", "bad value", lambda record_work, stream: None),
 ]
+SUITE_LAUNCHABLE = suite("06", 1, ch06.check_device_launchable, LAUNCHABLE_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab06_exercise1_device_launchable(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong = judge("lab 06, exercise 1: make a graph launchable from the device", ch06.check_device_launchable,
-                  LAUNCHABLE_ANSWERS)
+    wrong = judge(SUITE_LAUNCHABLE.lab, SUITE_LAUNCHABLE.number, SUITE_LAUNCHABLE.checker, SUITE_LAUNCHABLE.answers)
     assert not wrong, "\n".join(wrong)
     assert "device_launch=True" in ch06.check_device_launchable(not_flagged).hint
 
@@ -203,6 +203,7 @@ SCHEDULER_ANSWERS = [
     Answer("the kernel misnamed", "bad value", lambda: SCHEDULE.replace("schedule(", "scheduler(") + SCHEDULER_SOLUTION + "}"),
     Answer("returns None", "bad value", lambda: None),
 ]
+SUITE_SCHEDULER = suite("06", 2, ch06.check_scheduler, SCHEDULER_ANSWERS)
 
 
 @pytest.mark.gpu
@@ -211,8 +212,7 @@ def test_lab06_exercise2_scheduler(monkeypatch):
     # A scheduler that never stops is stopped after 3 s here (20 s in the lab), so the suite stays short.
     monkeypatch.setattr(ch06, "GPU_TIMEOUT_S", 3)
     monkeypatch.setattr(ch06, "CHILD_EXIT_S", 2)
-    wrong = judge("lab 06, exercise 2: dispatch each queue item to its kind's graph", ch06.check_scheduler,
-                  SCHEDULER_ANSWERS)
+    wrong = judge(SUITE_SCHEDULER.lab, SUITE_SCHEDULER.number, SUITE_SCHEDULER.checker, SUITE_SCHEDULER.answers)
     assert not wrong, "\n".join(wrong)
 
 
@@ -283,6 +283,7 @@ BISECTION_ANSWERS = [
     Answer("not CUDA", "bad value", lambda: "def bisect_on_gpu(lo, hi): pass"),
     Answer("returns None", "bad value", lambda: None),
 ]
+SUITE_BISECTION = suite("06", 3, ch06.check_tail_loop, BISECTION_ANSWERS)
 
 
 @pytest.mark.gpu
@@ -290,8 +291,7 @@ def test_lab06_exercise3_tail_loop(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     monkeypatch.setattr(ch06, "GPU_TIMEOUT_S", 3)
     monkeypatch.setattr(ch06, "CHILD_EXIT_S", 2)
-    wrong = judge("lab 06, exercise 3: turn the host-driven loop into a tail-launch loop", ch06.check_tail_loop,
-                  BISECTION_ANSWERS)
+    wrong = judge(SUITE_BISECTION.lab, SUITE_BISECTION.number, SUITE_BISECTION.checker, SUITE_BISECTION.answers)
     assert not wrong, "\n".join(wrong)
     looped = ch06.check_tail_loop(BISECTION_ANSWERS[4].fn)
     assert "no loop inside the kernel" in looped.hint, looped
@@ -358,13 +358,13 @@ WHILE_ANSWERS = [
     Answer("the executable graph returned", "bad value", completed),
     Answer("returns None", "bad value", lambda stream, kernel, x, count, threshold: None),
 ]
+SUITE_WHILE = suite("06", 4, ch06.check_while_loop, WHILE_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab06_exercise4_while_loop(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong = judge("lab 06, exercise 4: a WHILE node that stops at the right iteration", ch06.check_while_loop,
-                  WHILE_ANSWERS)
+    wrong = judge(SUITE_WHILE.lab, SUITE_WHILE.number, SUITE_WHILE.checker, SUITE_WHILE.answers)
     assert not wrong, "\n".join(wrong)
     twice = ch06.check_while_loop(halving_loop(unroll=2))
     assert "2 nodes" in twice.detail and "once in the body" in twice.hint, twice

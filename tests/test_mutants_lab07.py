@@ -6,7 +6,7 @@ import torch
 
 from launchlab import trace
 from launchlab.chapters.ch07 import checkers as ch07
-from mutants import Answer, judge
+from mutants import Answer, judge, suite
 
 # ---- exercise 1: write the static KV cache --------------------------------------------------------------------
 
@@ -115,14 +115,15 @@ CACHE_ANSWERS = [
     Answer("the write advances pos", "method", advances_pos),
     Answer("new broadcast over every slot", "bad value", every_slot),
 ]
+SUITE_CACHE = suite("07", 1, ch07.check_static_cache, CACHE_ANSWERS)
 
 
 def test_lab07_exercise1_static_cache(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    answers, trials = CACHE_ANSWERS, 2
+    answers, trials = SUITE_CACHE.answers, 2
     if torch.cuda.is_available():  # only a capture exposes this host read; each answer is captured, so one trial
         answers, trials = [*answers, Answer("slot through .cpu()", "method", via_cpu_copy)], 1
-    wrong = judge("lab 07, exercise 1: write the static KV cache", ch07.check_static_cache, answers, trials=trials)
+    wrong = judge(SUITE_CACHE.lab, SUITE_CACHE.number, SUITE_CACHE.checker, answers, trials=trials)
     verdicts = {f.__name__: ch07.check_static_cache(f) for f in (via_tolist, grown_with_cat, one_slot_late,
                                                                 advances_pos)}
     capsys.readouterr()
@@ -278,12 +279,13 @@ STEP_ANSWERS = [
     Answer("the graph not returned", "bad value", step_graph_not_returned),
     Answer("(graph, out) returned", "bad value", step_graph_and_out),
 ]
+SUITE_STEP = suite("07", 2, ch07.check_capture_step, STEP_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab07_exercise2_capture_step(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong = judge("lab 07, exercise 2: capture one decode step", ch07.check_capture_step, STEP_ANSWERS)
+    wrong = judge(SUITE_STEP.lab, SUITE_STEP.number, SUITE_STEP.checker, SUITE_STEP.answers)
     stuck, cold, eager, column = (ch07.check_capture_step(f) for f in (
         step_without_advance, step_without_warm_up, step_replayed_eagerly, step_into_column_zero))
     capsys.readouterr()
@@ -416,12 +418,13 @@ LOOP_ANSWERS = [
     Answer("32 steps typed in", "hard-coded", loop_of_thirty_two),
     Answer("the graph not returned", "bad value", loop_graph_not_returned),
 ]
+SUITE_LOOP = suite("07", 3, ch07.check_capture_loop, LOOP_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab07_exercise3_capture_loop(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong = judge("lab 07, exercise 3: capture the whole decode loop", ch07.check_capture_loop, LOOP_ANSWERS)
+    wrong = judge(SUITE_LOOP.lab, SUITE_LOOP.number, SUITE_LOOP.checker, SUITE_LOOP.answers)
     host_loop, short = (ch07.check_capture_loop(f) for f in (loop_replaying_a_step, loop_of_one_step))
     capsys.readouterr()
     assert not wrong, "\n".join(wrong)
@@ -511,10 +514,12 @@ ATTRIBUTE_ANSWERS = [
     Answer("a list of the three", "right", lambda k, w: list(reference(k, w))),
     Answer("two of the three", "structure", lambda k, w: reference(k, w)[:2]),
 ]
+SUITE_ATTRIBUTE = suite("07", 4, ch07.check_attribute_idle, ATTRIBUTE_ANSWERS)
 
 
 def test_lab07_exercise4_attribute_idle(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong = judge("lab 07, exercise 4: split the idle time", ch07.check_attribute_idle, ATTRIBUTE_ANSWERS, trials=2)
+    wrong = judge(SUITE_ATTRIBUTE.lab, SUITE_ATTRIBUTE.number, SUITE_ATTRIBUTE.checker, SUITE_ATTRIBUTE.answers,
+                  trials=2)
     capsys.readouterr()
     assert not wrong, "\n".join(wrong)

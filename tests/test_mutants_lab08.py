@@ -13,14 +13,14 @@ import torch.distributed._functional_collectives as funcol
 
 from launchlab.chapters.ch08 import checkers as ch08
 from launchlab.env import gpu_count
-from mutants import Answer, judge
+from mutants import Answer, judge, suite
 
 
-def _judged_together(title, checker, together, alone=()):
-    """The mutation table's verdicts, the answers in `together` from one run of the ranks; and the checker's
-    verdict on each of them by function name (read from that run, not run again)."""
+def _judged_together(number, checker, together, alone=()):
+    """The mutation table's verdicts on exercise `number`, the answers in `together` from one run of the ranks; and
+    the checker's verdict on each of them by function name (read from that run, not run again)."""
     with ch08.judged_together(checker, [a.fn for a in together]):
-        wrong = judge(title, checker, [*together, *alone])
+        wrong = judge("08", number, checker, [*together, *alone])
         verdicts = {a.fn.__name__: checker(a.fn) for a in together}
     return wrong, verdicts
 
@@ -104,12 +104,12 @@ FUNCTIONAL_ANSWERS = [
     Answer("x * 2, the world size typed in", "hard-coded", twice_mine),
     Answer("the result not returned", "bad value", not_returned),
 ]
+SUITE_FUNCTIONAL = suite("08", 1, ch08.check_functional_all_reduce, FUNCTIONAL_ANSWERS)
 
 
 def test_lab08_exercise1_functional_all_reduce(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong, verdicts = _judged_together("lab 08, exercise 1: a functional all-reduce",
-                                       ch08.check_functional_all_reduce, FUNCTIONAL_ANSWERS)
+    wrong, verdicts = _judged_together(SUITE_FUNCTIONAL.number, SUITE_FUNCTIONAL.checker, SUITE_FUNCTIONAL.answers)
     capsys.readouterr()
     assert not wrong, "\n".join(wrong)
     assert "in place" in verdicts["in_place"].detail and "leave x alone" in verdicts["in_place"].hint
@@ -239,12 +239,14 @@ CLIP_ALONE = [  # the ranks disagree about their collectives: each stops the run
     Answer("the lecture's: only a rank over the limit all-reduces", "classic", lecture_asymmetric),
     Answer("rank 0 alone all-reduces", "structure", rank_zero_decides),
 ]
+SUITE_CLIP_TOGETHER = suite("08", 3, ch08.check_symmetric_clip, CLIP_TOGETHER, part="ranks agree")
+SUITE_CLIP_ALONE = suite("08", 3, ch08.check_symmetric_clip, CLIP_ALONE, part="ranks disagree")
 
 
 def test_lab08_exercise3_symmetric_clip(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong, verdicts = _judged_together("lab 08, exercise 3: symmetric clipping", ch08.check_symmetric_clip,
-                                       CLIP_TOGETHER, CLIP_ALONE)
+    wrong, verdicts = _judged_together(SUITE_CLIP_TOGETHER.number, SUITE_CLIP_TOGETHER.checker,
+                                       SUITE_CLIP_TOGETHER.answers, SUITE_CLIP_ALONE.answers)
     capsys.readouterr()
     assert not wrong, "\n".join(wrong)
     assert "own norm" in verdicts["own_norm_only"].hint
@@ -428,14 +430,14 @@ GRAPHED_ANSWERS = [
     Answer("a replay that runs the rounds eagerly", "structure", replayed_eagerly),
     Answer("the graph not returned", "bad value", graph_not_returned),
 ]
+SUITE_GRAPHED = suite("08", 2, ch08.check_graphed_mean, GRAPHED_ANSWERS)
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(gpu_count() < 2, reason="needs two CUDA GPUs")
 def test_lab08_exercise2_graphed_mean(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong, verdicts = _judged_together("lab 08, exercise 2: an all-reduce in a CUDA graph", ch08.check_graphed_mean,
-                                       GRAPHED_ANSWERS)
+    wrong, verdicts = _judged_together(SUITE_GRAPHED.number, SUITE_GRAPHED.checker, SUITE_GRAPHED.answers)
     capsys.readouterr()
     assert not wrong, "\n".join(wrong)
     assert "differs from the mean" in verdicts["capture_sum"].detail

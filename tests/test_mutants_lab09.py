@@ -15,7 +15,7 @@ import pytest
 
 from launchlab import child, graphs
 from launchlab.chapters.ch09 import checkers as ch09
-from mutants import Answer, judge
+from mutants import Answer, judge, suite
 
 
 def compiles_for_hopper(source: str) -> None:
@@ -110,6 +110,7 @@ PAIR_ANSWERS = [
     Answer("not CUDA", "bad value", lambda: "def consumer(x, y): y[:] = 2 * x + 1"),
     Answer("returns None", "bad value", lambda: None),
 ]
+SUITE_PAIR = suite("09", 1, ch09.check_pdl_pair, PAIR_ANSWERS)
 
 
 @pytest.mark.gpu
@@ -117,7 +118,7 @@ def test_lab09_exercise1_pdl_pair(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     monkeypatch.setattr(ch09, "GPU_TIMEOUT_S", 3)
     monkeypatch.setattr(ch09, "CHILD_EXIT_S", 2)
-    wrong = judge("lab 09, exercise 1: place the wait and the trigger", ch09.check_pdl_pair, PAIR_ANSWERS)
+    wrong = judge(SUITE_PAIR.lab, SUITE_PAIR.number, SUITE_PAIR.checker, SUITE_PAIR.answers)
     assert not wrong, "\n".join(wrong)
     names = {a.name: a.fn for a in PAIR_ANSWERS}
     late = ch09.check_pdl_pair(names["the producer triggers once x is written"])
@@ -255,12 +256,13 @@ CHAIN_ANSWERS = [
     Answer("n taken from the buffers' length", "bad value", chain_with(n_of=lambda n, buffers: buffers[0].size)),
     Answer("does nothing", "bad value", lambda builder, kernel, stages, buffers, n: None),
 ]
+SUITE_CHAIN = suite("09", 2, ch09.check_pdl_chain, CHAIN_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab09_exercise2_pdl_chain(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong = judge("lab 09, exercise 2: a PDL chain in a captured graph", ch09.check_pdl_chain, CHAIN_ANSWERS)
+    wrong = judge(SUITE_CHAIN.lab, SUITE_CHAIN.number, SUITE_CHAIN.checker, SUITE_CHAIN.answers)
     assert not wrong, "\n".join(wrong)
     plain = ch09.check_pdl_chain(chain_with(with_pdl=lambda k: False))
     assert "programmatic_stream_serialization=True" in plain.hint, plain
@@ -391,11 +393,13 @@ BARRIER_ANSWERS = [
     Answer("not CUDA", "bad value", lambda: "def grid_barrier(count, generation): pass"),
     Answer("returns None", "bad value", lambda: None),
 ]
+SUITE_BARRIER = suite("09", 3, ch09.check_grid_barrier, BARRIER_ANSWERS)
 # Missing fences let a block read cells another block's writes have not reached, or its own stale cached copy:
 # a race that shows on the GPU in practice, but is not sure to in every launch, so it is judged on its own.
 RACY_BARRIER_ANSWERS = [
     Answer("no __threadfence() anywhere", "method", barrier(BARRIER_SOLUTION.replace("__threadfence();", ""))),
 ]
+SUITE_RACY_BARRIER = suite("09", 3, ch09.check_grid_barrier, RACY_BARRIER_ANSWERS, part="racy: no fences")
 
 
 @pytest.mark.gpu
@@ -404,8 +408,7 @@ def test_lab09_exercise3_grid_barrier(monkeypatch):
     # A barrier that never releases is stopped after 3 s here (10 s in the lab), so the suite stays short.
     monkeypatch.setattr(ch09, "GPU_TIMEOUT_S", 3)
     monkeypatch.setattr(ch09, "CHILD_EXIT_S", 2)
-    wrong = judge("lab 09, exercise 3: the grid barrier of a persistent kernel", ch09.check_grid_barrier,
-                  BARRIER_ANSWERS)
+    wrong = judge(SUITE_BARRIER.lab, SUITE_BARRIER.number, SUITE_BARRIER.checker, SUITE_BARRIER.answers)
     assert not wrong, "\n".join(wrong)
     never_reset = ch09.check_grid_barrier(BARRIER_ANSWERS[3].fn)
     assert "stopped after 3 s" in never_reset.detail and "reset count to 0" in never_reset.hint, never_reset
@@ -416,7 +419,8 @@ def test_lab09_exercise3_a_barrier_without_fences_fails(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     monkeypatch.setattr(ch09, "GPU_TIMEOUT_S", 3)
     monkeypatch.setattr(ch09, "CHILD_EXIT_S", 2)
-    wrong = judge("lab 09, exercise 3 (racy): no fences", ch09.check_grid_barrier, RACY_BARRIER_ANSWERS)
+    wrong = judge(SUITE_RACY_BARRIER.lab, SUITE_RACY_BARRIER.number, SUITE_RACY_BARRIER.checker,
+                  SUITE_RACY_BARRIER.answers, part=SUITE_RACY_BARRIER.part)
     assert not wrong, "\n".join(wrong)
 
 
@@ -535,11 +539,12 @@ RUNG_ANSWERS = [
     Answer("NaN", "bad value", lambda workload: float("nan")),
     Answer("returns None", "bad value", lambda workload: None),
 ]
+SUITE_RUNG = suite("09", 4, ch09.check_rung, RUNG_ANSWERS)
 
 
 def test_lab09_exercise4_rung(lenient_checkers):
     # every mutant must fail, and every right answer pass, on 30 draws of the made-up workloads
-    wrong = judge("lab 09, exercise 4: pick the rung", ch09.check_rung, RUNG_ANSWERS, trials=30)
+    wrong = judge(SUITE_RUNG.lab, SUITE_RUNG.number, SUITE_RUNG.checker, SUITE_RUNG.answers, trials=30)
     assert not wrong, "\n".join(wrong)
 
 

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from launchlab.chapters.ch10 import checkers as ch10
-from mutants import Answer, judge
+from mutants import Answer, judge, suite
 
 # ---- exercise 1: a whole training step in one graph ------------------------------------------------------------
 
@@ -104,11 +104,12 @@ STEP_ANSWERS = [
     Answer("zero_grad(set_to_none=True) in every step (after the mutants)", "right",
            step_answer(zero_in_step=True)),
 ]
+SUITE_STEP = suite("10", 1, ch10.check_train_step, STEP_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab10_exercise1_train_step(lenient_checkers):
-    wrong = judge("lab 10 exercise 1", ch10.check_train_step, STEP_ANSWERS)
+    wrong = judge(SUITE_STEP.lab, SUITE_STEP.number, SUITE_STEP.checker, SUITE_STEP.answers)
     assert not wrong, "\n".join(wrong)
 
 
@@ -162,11 +163,12 @@ DROPOUT_ANSWERS = [
     Answer("torch.rand from the generator, returned as a list (after the mutants)", "right",
            dropout_answer(as_list=True)),
 ]
+SUITE_DROPOUT = suite("10", 2, ch10.check_dropout_graph, DROPOUT_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab10_exercise2_dropout(lenient_checkers):
-    wrong = judge("lab 10 exercise 2", ch10.check_dropout_graph, DROPOUT_ANSWERS)
+    wrong = judge(SUITE_DROPOUT.lab, SUITE_DROPOUT.number, SUITE_DROPOUT.checker, SUITE_DROPOUT.answers)
     assert not wrong, "\n".join(wrong)
 
 
@@ -294,11 +296,12 @@ PIECEWISE_ANSWERS = [
     Answer("the rows returned on the CPU", "unit", piecewise_answer(cpu=True)),
     Answer("before and after graphs per layer (after the mutants)", "right", piecewise_answer()),
 ]
+SUITE_PIECEWISE = suite("10", 3, ch10.check_piecewise, PIECEWISE_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab10_exercise3_piecewise(lenient_checkers):
-    wrong = judge("lab 10 exercise 3", ch10.check_piecewise, PIECEWISE_ANSWERS)
+    wrong = judge(SUITE_PIECEWISE.lab, SUITE_PIECEWISE.number, SUITE_PIECEWISE.checker, SUITE_PIECEWISE.answers)
     assert not wrong, "\n".join(wrong)
 
 
@@ -371,11 +374,12 @@ COMPILE_ANSWERS = [
     Answer("compilation turned off inside", "structure", not_compiled),
     Answer("lerp, returned as a list (after the mutants)", "right", as_a_list),
 ]
+SUITE_COMPILE = suite("10", 4, ch10.check_compile_fix, COMPILE_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab10_exercise4_compile_fix(lenient_checkers):
-    wrong = judge("lab 10 exercise 4", ch10.check_compile_fix, COMPILE_ANSWERS)
+    wrong = judge(SUITE_COMPILE.lab, SUITE_COMPILE.number, SUITE_COMPILE.checker, SUITE_COMPILE.answers)
     assert not wrong, "\n".join(wrong)
 
 

@@ -10,11 +10,11 @@ devicegraphs (06), decoder (07), ranks (08). The maintainers' tools are the sepa
 """
 
 from . import plots, timing
-from .claims import below, claim, exceeds
+from .claims import agrees, claim, higher, lower
 from .env import environment, require_gpu, show_environment
 from .results import compare, record, reference, reference_series
 from .timing import Timing
 
-__all__ = ["Timing", "below", "claim", "compare", "environment", "exceeds", "plots", "record", "reference",
+__all__ = ["Timing", "agrees", "claim", "compare", "environment", "higher", "lower", "plots", "record", "reference",
            "reference_series", "require_gpu", "show_environment", "timing"]
 __version__ = "0.1.0"

@@ -43,6 +43,7 @@ CLAIM_KEYS: dict[str, str] = {
     "detail": "the figures the claim was judged on",
     "ours": "{label, value}: the side the claim is about", "baseline": "{label, value, config}: what it beats",
     "rule": "the rule, e.g. 'ours < baseline / 3'",
+    "more": "[{ours, baseline, rule}]: the claim's further comparisons, all of which had to hold",
 }
 
 

@@ -79,15 +79,21 @@ def record(name: str, value: float, unit: str | None = None) -> float:
     return value
 
 
-def record_claim(name: str, held: bool, detail: str = "", margin: float | None = None) -> None:
-    """Store whether a teaching claim held on this GPU, by what margin, and the figures it was judged on."""
+def record_claim(name: str, held: bool, detail: str = "", margin: float | None = None,
+                 comparisons: list[dict] | None = None) -> None:
+    """Store whether a teaching claim held on this GPU, by what margin, its two sides and their rule."""
     if course.declared_claim(name) is None:
         raise UndeclaredName(f"claim({name!r}): no chapter declares this claim. Check its wording, or declare it "
                              "in the chapter's launchlab/chapters/chNN/chapter.py (claims=...)")
     run = load_run()
-    entry = {"held": bool(held), "detail": detail}
+    entry: dict = {"held": bool(held), "detail": detail}
     if margin is not None:
         entry["margin"] = round(float(margin), 4) if math.isfinite(margin) else None
+    if comparisons:
+        first, *more = comparisons
+        entry.update(ours=first["ours"], baseline=first["baseline"], rule=first["rule"])
+        if more:
+            entry["more"] = more
     run.setdefault("claims", {})[name] = entry
     _write_json(run, run_path())
 

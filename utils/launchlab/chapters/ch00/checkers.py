@@ -14,6 +14,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+from ... import checking
 from ...checking import TIME_SLIPS_MS, CheckFailed, exercise, number, slip_hint, within
 from ...kernels import SPIN_SOURCE, spinner
 
@@ -80,13 +81,13 @@ def _unit_slip(rows: list[tuple[float, float]]) -> str | None:
     return None
 
 
-@exercise("Exercise 1: wait for the GPU",
+@exercise(1,
           "a launch returns as soon as the kernel is queued: synchronise the device before you read the clock.")
 def check_wait_for_gpu(time_once_ms: Callable[[Callable[[], object]], float]) -> str:
     import cupy as cp
 
     spin = spinner()
-    rng = random.Random()
+    rng = checking.rng()
     scratch = cp.zeros(1, dtype=cp.uint64)
     rows = []  # (yours, true duration, work queued before the call), in ms
     for duration_us in _durations_us(5, rng):
@@ -115,7 +116,7 @@ def check_wait_for_gpu(time_once_ms: Callable[[Callable[[], object]], float]) ->
     raise CheckFailed(line, hint)
 
 
-@exercise("Exercise 2: warm up first",
+@exercise(2,
           "the first call of a fresh kernel compiles and loads it; run the function once, synchronised, "
           "before you start timing.")
 def check_warm_up(steady_time_ms: Callable[[Callable[[], object]], float]) -> str:
@@ -123,7 +124,7 @@ def check_warm_up(steady_time_ms: Callable[[Callable[[], object]], float]) -> st
 
     spin = spinner()
     rows, calls_made = [], []
-    for duration_us in _durations_us(2, random.Random()):
+    for duration_us in _durations_us(2, checking.rng()):
         # A kernel no process has compiled yet: its first call pays NVRTC compilation and module load.
         source = SPIN_SOURCE + f"\n// fresh kernel {time.time_ns()}-{next(_fresh)}\n"
         kernel = cp.RawKernel(source, "spin_cycles")
@@ -162,7 +163,7 @@ def check_warm_up(steady_time_ms: Callable[[Callable[[], object]], float]) -> st
     raise CheckFailed(line + f" ({len(bad)} off by more than {TOLERANCE:.0%})", hint)
 
 
-@exercise("Exercise 3: record events on the stream that does the work",
+@exercise(3,
           "an event measures the stream it is recorded on; record both events on the stream you were given.")
 def check_event_stream(event_time_ms: Callable[[Callable[[], object], object], float]) -> str:
     import cupy as cp
@@ -170,7 +171,7 @@ def check_event_stream(event_time_ms: Callable[[Callable[[], object], object], f
     spin = spinner()
     stream = cp.cuda.Stream(non_blocking=True)  # a stream that does not wait for the default stream
     rows = []
-    for duration_us in _durations_us(3, random.Random()):
+    for duration_us in _durations_us(3, checking.rng()):
         _clear(spin)
         mine = _returned_ms(event_time_ms(lambda d=duration_us: spin.launch(d, stream=stream), stream),
                             "event_time_ms")
@@ -219,7 +220,7 @@ def _median_mistake(mine: float, expected: float, samples: list[float]) -> str |
     return None
 
 
-@exercise("Exercise 4: report the median",
+@exercise(4,
           "one slow sample (the OS, the garbage collector, another process) drags the mean; the median "
           "of many samples ignores a few outliers.")
 def check_median(robust_time_ms: Callable[[Callable[[], object]], float]) -> str:
@@ -229,7 +230,7 @@ def check_median(robust_time_ms: Callable[[Callable[[], object]], float]) -> str
     import cupy as cp
 
     spin = spinner()
-    rng = random.Random()
+    rng = checking.rng()
     slots = cp.zeros(10_000, dtype=cp.uint64)  # one GPU-timed duration per call
     lines, calls_made = [], 0
     for run, duration_us in enumerate(_durations_us(2, rng)):
@@ -261,13 +262,13 @@ def check_median(robust_time_ms: Callable[[Callable[[], object]], float]) -> str
     return "; ".join(lines)
 
 
-@exercise("Exercise 5: read the right field of a library timer",
+@exercise(5,
           "cupyx.profiler.benchmark reports cpu_times (the host's time in the call, without waiting) and "
           "gpu_times (CUDA events on the stream); a GPU kernel's duration is in gpu_times.")
 def check_library_field(library_gpu_time_ms: Callable[[Callable[[], object]], float]) -> str:
     spin = spinner()
     rows = []
-    for duration_us in _durations_us(2, random.Random()):
+    for duration_us in _durations_us(2, checking.rng()):
         _clear(spin)
         mine = _returned_ms(library_gpu_time_ms(lambda d=duration_us: spin.launch(d)), "library_gpu_time_ms")
         rows.append((mine, _truth_ms(spin, "library_gpu_time_ms")))

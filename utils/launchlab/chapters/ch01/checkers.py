@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import math
 import numbers
-import random
 import time
 from collections.abc import Callable
 
-from ... import timing
+from ... import checking, timing
 from ...checking import TIME_SLIPS_US, CheckFailed, exercise, number, slip_hint, within
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
@@ -57,7 +56,7 @@ def _spin_scenario(measure_launch_figures: Callable, keys: list[str], low: float
     from ...kernels import spinner
 
     spin = spinner()
-    planted_us = random.uniform(low, high)
+    planted_us = checking.rng().uniform(low, high)
     cycles = int(planted_us * 1000 * spin.cycles_per_ns)
     spin.elapsed_ns.data.memset(0, spin.elapsed_ns.nbytes)  # a function that never launches leaves it at zero
     cp.cuda.Device().synchronize()
@@ -91,7 +90,7 @@ def _spin_scenario(measure_launch_figures: Callable, keys: list[str], low: float
             f"latency {latency:.1f} us (above)")
 
 
-@exercise("Exercise 1: measure the three launch figures",
+@exercise(1,
           "enqueue cost is N launches with no synchronisation / N; throughput adds one final synchronisation; "
           "latency is one launch then a synchronisation. launchlab.timing has one function for each.")
 def check_launch_figures(measure_launch_figures: Callable[[Callable[[], object]], dict]) -> str:
@@ -176,13 +175,13 @@ def _size(value: object) -> int:
     return int(value)
 
 
-@exercise("Exercise 2: find the crossover size",
+@exercise(2,
           "sweep sizes over several orders of magnitude, time each by launch throughput, take the flat floor "
           "of the smallest sizes, and return the first size from which every larger size stays above twice "
           "that floor.")
 def check_crossover(find_crossover: Callable[[Callable[[int], Callable[[], None]]], int]) -> str:
     """Your sweep finds the crossover the checker planted in launchers of known GPU time, twice."""
-    rng = random.Random()
+    rng = checking.rng()
     exponent = {x: x.bit_length() - 1 for x in PLANTED_CROSSOVERS}
     crossovers = [rng.choice([x for x in PLANTED_CROSSOVERS if exponent[x] % 2 == parity]) for parity in (0, 1)]
     rng.shuffle(crossovers)
@@ -207,7 +206,7 @@ def check_crossover(find_crossover: Callable[[Callable[[int], Callable[[], None]
     return "; ".join(lines)
 
 
-@exercise("Exercise 3: take the compiler off the first launch",
+@exercise(3,
           "compile (and load) the kernel inside prepare, before the launch that matters: RawKernel.compile(), "
           "a warm-up call, or a cubin compiled ahead and loaded with RawModule.")
 def check_first_launch(prepare: Callable[[str, str], Callable[[tuple], None]]) -> str:
@@ -215,11 +214,11 @@ def check_first_launch(prepare: Callable[[str, str], Callable[[tuple], None]]) -
 
     # A kernel no process has compiled yet, so only your preparation can keep NVRTC off the first launch; the
     # value it writes is drawn afresh too, so only the kernel it was handed can write it.
-    mark = random.randrange(1_000, 1_000_000)
+    mark = checking.rng().randrange(1_000, 1_000_000)
     source = (f'extern "C" __global__ void mark(int* flag, int value) {{ flag[0] = value + {mark}; }}\n'
               f"// {time.time_ns()}\n")
     flag = cp.zeros(1, dtype=cp.int32)
-    value = random.randrange(1, 1_000)
+    value = checking.rng().randrange(1, 1_000)
     launcher = prepare(source, "mark")
     if not callable(launcher):
         raise CheckFailed(f"prepare returned {launcher!r}; return a function that launches the kernel",
@@ -279,7 +278,7 @@ def _diagnose(x, out, chain, n: int) -> str | None:
     return None
 
 
-@exercise("Exercise 4: fuse the conv1d chain",
+@exercise(4,
           "four binomial 5-tap filters in a row equal one 17-tap filter with weights C(16, k) / 65536; "
           "apply it in one kernel with the same periodic boundary.")
 def check_fused_conv(fused_conv_source: Callable[[], str]) -> str:
@@ -298,9 +297,9 @@ def check_fused_conv(fused_conv_source: Callable[[], str]) -> str:
     except Exception as exc:
         raise CheckFailed(f"your kernel does not compile: {str(exc).strip()[:600]}") from None
     conv5 = cp.RawKernel(CONV5_SOURCE, "conv5")
-    rng = np.random.default_rng()
+    rng = checking.numpy_generator()
     timings = {}
-    odd = 2 * random.randrange(2_000, 6_000) + 1  # not a multiple of the block: threads past n exist
+    odd = 2 * checking.rng().randrange(2_000, 6_000) + 1  # not a multiple of the block: threads past n exist
     for n in (4096, odd, 1 << 20):
         # Made and compared on the host, so the check compiles no kernels of its own. Your kernel gets views of
         # the first n elements of longer buffers: a read or write past n stays in memory the checker owns.

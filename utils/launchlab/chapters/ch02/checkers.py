@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ... import timing, trace
+from ... import checking, timing, trace
 from ...checking import CheckFailed, exercise, number, require_cuda
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
@@ -99,14 +99,14 @@ def _compare_idle(yours: object, expected: trace.GpuIdle, which: str) -> str:
             f"largest gap {expected.largest_gap_us:.1f} us")
 
 
-@exercise("Exercise 1: GPU idle time from a trace",
+@exercise(1,
           "the window runs from the start of the 'loop' range to the end of the GPU work started in it; GPU work "
           "is every complete event of category kernel, gpu_memcpy or gpu_memset; merge overlapping intervals "
           "before adding them up, and count the gap before the first one.")
 def check_idle_stats(gpu_idle_stats: Callable[[str, str], dict]) -> str:
     shipped = trace.shipped_trace_path()
     lines = [_compare_idle(gpu_idle_stats(str(shipped), "loop"), trace.gpu_idle(shipped, "loop"), "the shipped trace")]
-    rng = random.Random()
+    rng = checking.rng()
     with tempfile.TemporaryDirectory() as tmp:
         for where in ("lead", "trail"):
             made_up = _synthetic_trace(rng, where)
@@ -193,7 +193,7 @@ def _planted_sweeps(rng: random.Random) -> list[tuple[str, dict, float]]:
     return cases
 
 
-@exercise("Exercise 2: overhead-, bandwidth- or compute-bound?",
+@exercise(2,
           "a flat sweep (time barely grows while the work grows many times) is overhead-bound; otherwise compare "
           "the work's FLOPs per byte with the machine balance (peak FLOP/s / peak bytes/s): above it, "
           "compute-bound; below it, bandwidth-bound.")
@@ -201,7 +201,7 @@ def check_classify(classify: Callable[[dict, float], str]) -> str:
     sweeps = measure_sweeps(_device())
     balance = machine_balance_of(sweeps)
     names = list(sweeps)
-    random.shuffle(names)  # the order tells nothing
+    checking.rng().shuffle(names)  # the order tells nothing
     lines, wrong = [], []
     for letter, truth in zip("ABC", names, strict=True):
         yours = classify({k: list(v) for k, v in sweeps[truth].items()}, balance)
@@ -214,7 +214,7 @@ def check_classify(classify: Callable[[dict, float], str]) -> str:
     detail = "; ".join(lines) + f" (machine balance {balance:.1f} FLOP/byte)"
     if wrong:
         raise CheckFailed(detail)
-    planted = _planted_sweeps(random.Random())
+    planted = _planted_sweeps(checking.rng())
     for name, sweep, machine_balance in planted:
         yours = classify({k: list(v) for k, v in sweep.items()}, machine_balance)
         expected = _reference_classify(sweep, machine_balance)
@@ -271,7 +271,7 @@ def _sync_ops_in(fn: Callable[[], object]) -> tuple[object, dict[str, int]]:
     return out, counts
 
 
-@exercise("Exercise 3: a training loop without sync points",
+@exercise(3,
           "keep the losses on the device (append the tensor, torch.stack them) and replace the Python `if` on "
           "the loss by arithmetic: scale the gradients by (loss <= threshold) so a skipped step changes nothing.")
 def check_no_syncs(train_without_syncs: Callable) -> str:
@@ -347,14 +347,14 @@ def flat_until_batch(batches: Sequence[int], step_us: Sequence[float], tolerance
     return batches[max(rise - 1, 0)]
 
 
-@exercise("Exercise 4: where your GPU leaves the overhead-bound regime",
+@exercise(4,
           "sweep batch sizes from 1 to 4096 in steps of 2, time each step by launch throughput, take the floor "
           "of the three smallest, and return the batch just before the final run of batches that all take "
           "more than 1.5x the floor.")
 def check_flat_until(find_flat_until: Callable[[Callable[[int], Callable[[], object]]], int]) -> str:
     """Your sweep finds the knee the checker planted in steps of known GPU time (drawn afresh each call)."""
     require_cuda("timing steps on the GPU")
-    knee = random.choice(PLANTED_KNEES)
+    knee = checking.rng().choice(PLANTED_KNEES)
     yours = find_flat_until(planted_steps(knee))
     if isinstance(yours, bool) or not isinstance(yours, int) or yours < 1:
         raise CheckFailed(f"find_flat_until returned {yours!r}; return a batch size (a positive int)")

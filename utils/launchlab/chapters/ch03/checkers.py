@@ -73,7 +73,7 @@ def _inputs(width: int = 64):
     return [torch.randn(8, width, generator=gen) + shift for shift in (3.0, -3.0, 0.0)]
 
 
-@exercise("Exercise 1: the graph-break bug hunt",
+@exercise(1,
           "find each break with compat.explain or fullgraph=True; remove the print and logging from the hot path, "
           "keep the scale as a tensor (no .item()), replace the `if` by torch.where or torch.cond, and inline the "
           "disabled helper's arithmetic.")
@@ -143,7 +143,7 @@ class _CountingBackend:
         return run
 
 
-@exercise("Exercise 2: the recompile hunt",
+@exercise(2,
           "every new row count fails a shape guard and recompiles, until the recompile limit sends the rest to "
           "eager. Compile once for any size: dynamic=True (or torch._dynamo.mark_dynamic on the first input).")
 def check_recompiles(run_all: Callable) -> str:
@@ -191,7 +191,7 @@ def mlp_with_running_mean(width: int = 256, depth: int = 8):
     return forward
 
 
-@exercise("Exercise 3: did it really graph?",
+@exercise(3,
           "reduce-overhead silently falls back to launching kernels one by one when the function mutates an "
           "input it does not own; return the new running mean from the compiled function and copy it into the "
           "caller's tensor outside it. Check for cudaGraphLaunch in a trace.")
@@ -243,7 +243,7 @@ def audited_step(x, w, audit):
     return torch.tanh(h @ w) + h
 
 
-@exercise("Exercise 4: a break that must stay",
+@exercise(4,
           "let the compiled function return what the audit needs as a tensor, and call the audit outside it; "
           "the hot path then compiles to one graph.")
 def check_isolated_break(make_step: Callable) -> str:

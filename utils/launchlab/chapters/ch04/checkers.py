@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from ... import timing
+from ... import checking, timing
 from ...checking import (
     CheckFailed,
     counting_graph_calls,
@@ -56,8 +56,9 @@ def pipeline(x):
 
 
 def _rng() -> random.Random:
-    """A generator seeded afresh on every call, so no two checks see the same numbers."""
-    return random.Random()
+    """The checker trial's generator (checking.rng): a fresh seed on every call, so no two checks see the same
+    numbers, and the seed a FAIL prints replays them."""
+    return checking.rng()
 
 
 def _fresh(seed: int, shape, device: str = "cuda"):
@@ -123,7 +124,7 @@ def counting_host_reads() -> Iterator[Counter]:
 
 # ---- exercise 1: capture a pipeline with static buffers ----------------------------------------------
 
-@exercise("Exercise 1: capture a four-kernel pipeline",
+@exercise(1,
           "warm up on a side stream, then capture pipeline(static_x) inside torch.cuda.graph; the tensor "
           "it returns during capture is the static output that every replay rewrites")
 def check_capture_pipeline(capture_pipeline: Callable) -> str:
@@ -182,7 +183,7 @@ def _bucket_sets(rng: random.Random) -> list[Sequence[int]]:
     return [[48, 10, 3, 24], BUCKETS, (5,), drawn]
 
 
-@exercise("Exercise 2: choose a bucket",
+@exercise(2,
           "the bucket is the smallest capacity that fits the batch, whatever order the buckets come in; "
           "a batch larger than every bucket has none (return None, and the caller runs eager)")
 def check_bucket_for(bucket_for: Callable[[int, Sequence[int]], int | None]) -> str:
@@ -239,7 +240,7 @@ def _cache_setup(rng: random.Random) -> tuple[tuple[int, ...], int]:
     return tuple(buckets), rng.choice((128, 192, 320))
 
 
-@exercise("Exercise 3: a shape-bucketed graph cache",
+@exercise(3,
           "capture one graph per bucket the first time it is needed (warm up first), pad the batch into the "
           "bucket's static input, replay, and return a copy of the rows that are yours; beyond the largest "
           "bucket, run the model eagerly")
@@ -347,7 +348,7 @@ def _clip_cases(device: str, max_norm: float, seed: int = 0):
     return cases
 
 
-@exercise("Exercise 4: repair a capture that synchronises",
+@exercise(4,
           "the host cannot see a GPU value during capture; compute the scale factor on the GPU and apply it "
           "unconditionally: a factor of 1 leaves short vectors unchanged (torch.clamp)")
 def check_clip_without_sync(clip_by_norm: Callable, max_norm: float | None = None) -> str:
@@ -476,7 +477,7 @@ def _diagnose_update(x, x0, a: float, b: float, previous: tuple[float, float]) -
     return None
 
 
-@exercise("Exercise 5: update a captured kernel's parameters",
+@exercise(5,
           "graph[node] is the node's view in the executable graph; its update() takes the launch config, "
           "the kernel and the complete argument list (x's pointer, a, b, n with their C types)")
 def check_node_update(set_scale_add: Callable[[ScaleAddGraph, float, float], None]) -> str:
@@ -544,7 +545,7 @@ def capture_reference_pipeline():
     return graph, static_x, static_out
 
 
-@exercise("Exercise 6: the replay that reads stale data",
+@exercise(6,
           "a graph reads and writes the same addresses on every replay: new data must be copied into the "
           "captured input, and an output you keep must be copied out before the next replay")
 def check_serve(serve: Callable) -> str:

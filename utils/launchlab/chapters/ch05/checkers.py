@@ -7,10 +7,9 @@ exercise 4 checks the schedule on a CPU and, on a GPU, measures it against the s
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Callable, Sequence
 
-from ... import graphs, timing
+from ... import checking, graphs, timing
 from ...checking import CheckFailed, exercise, graph_and_output, require_cuda
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
@@ -118,7 +117,7 @@ def diamond_eager(x):
     return a * 2 + a * 3
 
 
-@exercise("Exercise 1: capture a diamond across two streams",
+@exercise(1,
           "fork with side.wait_stream(current) after computing a, compute c under torch.cuda.stream(side), "
           "join with current.wait_stream(side) before using c; capture with CUDAGraph(keep_graph=True)")
 def check_torch_diamond(capture_diamond: Callable) -> str:
@@ -144,7 +143,7 @@ def check_torch_diamond(capture_diamond: Callable) -> str:
         raise CheckFailed(f"the graph is {shape.summary()} with edges {shape.edges}; expected a diamond: "
                           "one first node, two that depend only on it, one that depends on both",
                           hint=_diamond_diagnosis(shape))
-    generator = torch.Generator().manual_seed(random.randrange(1 << 30))
+    generator = torch.Generator().manual_seed(checking.rng().randrange(1 << 30))
     for trial in range(3):
         fresh = torch.randn(N, generator=generator).cuda()
         before = static_out.clone()
@@ -189,11 +188,11 @@ def capture_unjoined(origin, side, x, y, z, out):
 
 
 def _random_input():
-    """(x on the GPU, its copy on the host): N random float32 values, fresh each call."""
+    """(x on the GPU, its copy on the host): N random float32 values, fresh each call (from checking.rng)."""
     import cupy as cp
     import numpy as np
 
-    x0 = np.random.default_rng().standard_normal(N).astype(np.float32)
+    x0 = checking.numpy_generator().standard_normal(N).astype(np.float32)
     return cp.asarray(x0), x0
 
 
@@ -212,7 +211,7 @@ def _check_diamond_result(out, x0) -> None:
                            "stage_d(y, z, out), with one thread per element")
 
 
-@exercise("Exercise 2: repair an unjoined capture",
+@exercise(2,
           "stage_d needs stage_c's result, and the side stream must rejoin the origin before the capture "
           "ends: record an event on side after stage_c and make origin wait on it before stage_d")
 def check_joined(capture_joined: Callable) -> str:
@@ -271,7 +270,7 @@ def _captured_reference():
         return origin.end_capture()
 
 
-@exercise("Exercise 3: build the diamond with the explicit API",
+@exercise(3,
           "GraphDefinition().launch(...) adds a first node; node.launch(...) adds one that depends on node; "
           "a node's .pred set takes a second dependency; join() would add an EMPTY node the capture does not have")
 def check_explicit_diamond(build_diamond: Callable) -> str:
@@ -370,7 +369,7 @@ def _checked_assignment(assign: Callable, durations: Sequence[float], branches: 
     return list(assignment)
 
 
-@exercise("Exercise 4: choose the branches",
+@exercise(4,
           "the branches run side by side, so the replay lasts as long as the longest branch: balance the "
           "loads (placing the longest tasks first, each on the least loaded branch, does well)")
 def check_assignment(assign: Callable[[Sequence[float], int], list[list[int]]]) -> str:
@@ -380,7 +379,7 @@ def check_assignment(assign: Callable[[Sequence[float], int], list[list[int]]]) 
 
     assignment = _checked_assignment(assign, DURATIONS_US, BRANCHES, "the lab's tasks")
     yours = makespan(assignment, DURATIONS_US)
-    rng = random.Random()
+    rng = checking.rng()
     # Made-up cases, unsorted: short tasks before one long one (where placing tasks in the order given goes
     # wrong), and random ones, so no schedule written for the lab's tasks fits them.
     cases = [([1.0] * 12 + [12.0], 4)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ... import devicegraphs, graphs
+from ... import checking, devicegraphs, graphs
 from ...checking import CheckFailed, checker_call_in_child, exercise, require_cuda
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
@@ -102,7 +102,7 @@ def _new_stream():
 
 # ---- exercise 1: a graph a kernel can launch ----------------------------------------------------------------
 
-@exercise("Exercise 1: make a graph launchable from the device",
+@exercise(1,
           "capture with stream.create_graph_builder(), launch record_work's kernels on "
           "cp.cuda.Stream.from_external(builder), then builder.complete(GraphCompleteOptions(device_launch=True, "
           "upload_stream=stream)); do not launch it yourself")
@@ -259,22 +259,20 @@ def _child_deadline(cases: int) -> float:
     return CHILD_START_S + cases * GPU_TIMEOUT_S
 
 
-@exercise("Exercise 2: dispatch each queue item to its kind's graph",
+@exercise(2,
           "i = *next; if (i >= n_items) return; *current = i; *next = i + 1; __threadfence(); "
           "cudaGraphLaunch(handlers[kinds[i]], cudaStreamGraphFireAndForget); and, while items remain, "
           "cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch)")
-def check_scheduler(scheduler_source: Callable[[], str], seed: int | None = None) -> str:
+def check_scheduler(scheduler_source: Callable[[], str]) -> str:
     """Every item of the queues the checker draws (one item, a short odd queue, a long odd one, each followed by
     cells it must not touch) is handled once, by its kind's graph, one scheduler run per item, after one host
     launch."""
-    import random
-
     require_cuda("device graph launch")
     devicegraphs.require("device graph launch")
     source = scheduler_source()
     if not isinstance(source, str):
         raise CheckFailed(f"return the CUDA source as a string, not {type(source).__name__}")
-    queues = _scheduler_queues(random.randrange(1 << 30) if seed is None else seed)
+    queues = _scheduler_queues(checking.rng().randrange(1 << 30))
     r = _in_child(f"_scheduler_trial({source!r}, {queues!r}, {GPU_TIMEOUT_S!r})", _child_deadline(len(queues)))
     for queue in r["queues"]:
         problem = _scheduler_problem(queue)
@@ -382,20 +380,18 @@ def _bisection_problem(case: dict) -> CheckFailed | None:
     return None
 
 
-@exercise("Exercise 3: turn the host-driven loop into a tail-launch loop",
+@exercise(3,
           "bisect_step(lo, hi); *steps += 1; if (*hi - *lo > tol && *steps < max_steps) "
           "cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch);")
-def check_tail_loop(bisection_source: Callable[[], str], seed: int | None = None) -> str:
+def check_tail_loop(bisection_source: Callable[[], str]) -> str:
     """One host launch runs the whole bisection, one step per launch (counted by the checker's own kernel in your
     graph): the same steps and the same interval as the host-driven loop, on solves the checker draws."""
-    import random
-
     require_cuda("device graph launch")
     devicegraphs.require("device graph launch")
     source = bisection_source()
     if not isinstance(source, str):
         raise CheckFailed(f"return the CUDA source as a string, not {type(source).__name__}")
-    cases = _bisection_cases(random.randrange(1 << 30) if seed is None else seed)
+    cases = _bisection_cases(checking.rng().randrange(1 << 30))
     r = _in_child(f"_bisection_trial({source!r}, {cases!r}, {GPU_TIMEOUT_S!r})", _child_deadline(len(cases)))
     for case in r["cases"]:
         problem = _bisection_problem(case)
@@ -479,7 +475,7 @@ def _while_structure(builder) -> None:
                                "runs it twice overshoots by one halving whenever the count is odd")
 
 
-@exercise("Exercise 4: a WHILE node that stops at the right iteration",
+@exercise(4,
           "condition = builder.create_condition(default_value=1); body = builder.while_loop(condition); "
           "body.begin_building(); launch(body, LaunchConfig(grid=1, block=256), kernel, ..., "
           "np.uint64(int(condition.handle))); body.end_building(); builder.end_building()")
@@ -491,7 +487,7 @@ def check_while_loop(build_halving_loop: Callable, threshold: float | None = Non
 
     require_cuda("conditional nodes")
     devicegraphs.require("conditional nodes")
-    rng = np.random.default_rng()
+    rng = checking.numpy_generator()
     threshold = draw_threshold(rng) if threshold is None else float(np.float32(threshold))
     stream = _new_stream()
     kernel = halving_kernel()

@@ -13,8 +13,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from ... import decoder, trace
-from ...checking import CheckFailed, counting_graph_calls, exercise, number, require_cuda, warm_up_then_capture
+from ... import checking, decoder, trace
+from ...checking import (
+    CheckFailed,
+    counting_graph_calls,
+    exercise,
+    number,
+    require_cuda,
+    warm_up_then_capture,
+)
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
 __all__ = ["check_attribute_idle", "check_capture_loop", "check_capture_step", "check_static_cache"]
@@ -100,17 +107,18 @@ HOST_READ_HINT = ("pass pos to the write as a tensor (cache.index_copy_(2, pos, 
                   "pos.tolist() read the position on the host, and a captured step would keep the one it saw")
 
 
-@exercise("Exercise 1: write the static KV cache",
+@exercise(1,
           "write `new` into `cache` at slot `pos` along dimension 2, in place (index_copy_ takes the slot as a "
           "tensor); never turn pos into a Python number, and never build a new cache")
 def check_static_cache(write_kv: Callable) -> str:
     """Slot writes in place without host reads; decoding with it equals the reference; on a GPU, it captures."""
     import torch
 
-    seed = random.randrange(1000)
+    rng = checking.rng()
+    seed = rng.randrange(1000)
     gen = torch.Generator().manual_seed(seed)
     batch, heads, slots, dim = 3, 4, 16, 8
-    for slot in (0, random.randrange(1, slots - 1), slots - 1):
+    for slot in (0, rng.randrange(1, slots - 1), slots - 1):
         cache = torch.randn(batch, heads, slots, dim, generator=gen)
         before, address = cache.clone(), cache.data_ptr()
         new = torch.randn(batch, heads, 1, dim, generator=gen)
@@ -263,18 +271,18 @@ def _median_s(run: Callable[[], object], rounds: int = 5) -> float:
     return statistics.median(samples)
 
 
-@exercise("Exercise 2: capture one decode step",
+@exercise(2,
           "warm up on a side stream, then inside torch.cuda.graph call step(token, pos) and write its result "
           "into out at pos, into token, and advance pos: all in place, so each replay decodes the next token")
 def check_capture_step(capture_step: Callable) -> str:
     """32 replays from two start tokens equal eager decoding, one graph replay per token and no step run in
     Python; a replayed step is at least 2x faster than eager."""
     require_cuda("capturing a decode step")
-    model = decoder.make_decoder(LAB_CONFIG, "cuda", seed=random.randrange(1000))
+    model = decoder.make_decoder(LAB_CONFIG, "cuda", seed=checking.rng().randrange(1000))
     step = _WatchedStep(decoder.greedy_step(model))
     token, pos, out = _buffers(LAB_CONFIG)
     graph = _graph(capture_step(step, token, pos, out), "capture_step")
-    for seed in (random.randrange(1000), random.randrange(1000, 2000)):
+    for seed in (checking.rng().randrange(1000), checking.rng().randrange(1000, 2000)):
         first = decoder.first_tokens(LAB_CONFIG, "cuda", seed=seed)
         out.fill_(-1)
         calls = step.calls
@@ -302,7 +310,7 @@ def check_capture_step(capture_step: Callable) -> str:
 LOOP_STEPS = (20, 24, 28)  # exercise 3 draws its steps here: fewer than out's 32 columns, so `steps` must be used
 
 
-@exercise("Exercise 3: capture the whole decode loop",
+@exercise(3,
           "inside one torch.cuda.graph, run the step of exercise 2 `steps` times; the position and token advance "
           "on the device, so one replay decodes the whole sequence")
 def check_capture_loop(capture_loop: Callable) -> str:
@@ -311,15 +319,15 @@ def check_capture_loop(capture_loop: Callable) -> str:
     require_cuda("capturing a decode loop")
     import torch
 
-    steps = random.choice(LOOP_STEPS)
-    model = decoder.make_decoder(LAB_CONFIG, "cuda", seed=random.randrange(1000))
+    steps = checking.rng().choice(LOOP_STEPS)
+    model = decoder.make_decoder(LAB_CONFIG, "cuda", seed=checking.rng().randrange(1000))
     step = _WatchedStep(decoder.greedy_step(model))
     token, pos, out = _buffers(LAB_CONFIG)
     graph = _graph(capture_loop(step, token, pos, out, steps), "capture_loop")
     captured_steps = step.calls
     one_graph = ("capture all `steps` steps inside one torch.cuda.graph block; replaying a one-step graph in a "
                  "Python loop is exercise 2 again")
-    for profiled, seed in enumerate((random.randrange(1000), random.randrange(1000, 2000))):
+    for profiled, seed in enumerate((checking.rng().randrange(1000), checking.rng().randrange(1000, 2000))):
         first = decoder.first_tokens(LAB_CONFIG, "cuda", seed=seed)
         out.fill_(-1)
 
@@ -390,7 +398,7 @@ def _split_by_slices(kernels: list[tuple[float, float, float]], window: tuple[fl
     return tuple(parts)
 
 
-@exercise("Exercise 4: split the idle time",
+@exercise(4,
           "walk the kernels in start order with a cursor at the end of the work so far; a gap before a kernel "
           "is host wait until its launch call returned and a GPU gap after that; overlaps count once as busy; "
           "after the last kernel the GPU waits for the host")
@@ -403,7 +411,7 @@ def check_attribute_idle(attribute_idle: Callable) -> str:
         ([(0.0, 0.0, 4.0), (1.0, 2.0, 3.0)], (0.0, 4.0)),        # overlap: busy counts once
         ([(9.0, 1.0, 2.0), (10.0, 11.0, 12.0)], (0.0, 12.0)),    # second kernel launched late
     ]
-    rng = random.Random(random.randrange(2**31))
+    rng = checking.rng()
     for _ in range(200):
         kernels = _random_kernels(rng, rng.randint(1, 12))
         while len({k[1] for k in kernels}) < len(kernels):   # two kernels starting together leave the order open

@@ -10,12 +10,12 @@ of paying for one start-up instead of one each).
 from __future__ import annotations
 
 import inspect
-import random
 import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from ... import checking
 from ...checking import CheckFailed, exercise
 from ...env import gpu_count
 from ...ranks import RankRun, run_ranks
@@ -219,10 +219,10 @@ _FUNCTIONAL = _Exercise('''
         return {**row, "graphs": report.graph_count, "breaks": len(report.break_reasons),
                 "reasons": [r.splitlines()[0] for r in report.break_reasons],
                 "error": difference(layered, unrolled(eager_all_reduce, 4)(x, w))}
-''', "gloo", lambda: {"SEED": random.randrange(10_000), "WATCHDOG_S": SLOW_WATCHDOG_S})
+''', "gloo", lambda: {"SEED": checking.rng().randrange(10_000), "WATCHDOG_S": SLOW_WATCHDOG_S})
 
 
-@exercise("Exercise 1: replace the disabled all-reduce with a functional one",
+@exercise(1,
           "return funcol.all_reduce(x, 'sum', dist.group.WORLD): it returns a new tensor and dynamo traces it, "
           "where dist.all_reduce works in place behind a graph break")
 def check_functional_all_reduce(all_reduce_functional: Callable) -> str:
@@ -293,10 +293,10 @@ _GRAPHED = _Exercise('''
         except RuntimeError:
             pass
         return row
-''', "nccl", lambda: {"SEED": random.randrange(10_000), "STEPS": 4, "WATCHDOG_S": SLOW_WATCHDOG_S})
+''', "nccl", lambda: {"SEED": checking.rng().randrange(10_000), "STEPS": 4, "WATCHDOG_S": SLOW_WATCHDOG_S})
 
 
-@exercise("Exercise 2: capture an all-reduce in a CUDA graph",
+@exercise(2,
           "warm the step up on a side stream, then capture `steps` rounds of dist.all_reduce(x) and "
           "x.div_(world) inside torch.cuda.graph; return the graph, and replay nothing yourself")
 def check_graphed_mean(capture_mean: Callable) -> str:
@@ -367,7 +367,7 @@ _CLIP = _Exercise('''
                                     and difference(grads[rank], expected) > TOLERANCE)
             cases.append(row)
         return {"cases": cases}
-''', "gloo", lambda: {"SEED": random.randrange(10_000), "MAX_NORM": 5.0, "WATCHDOG_S": WATCHDOG_S,
+''', "gloo", lambda: {"SEED": checking.rng().randrange(10_000), "MAX_NORM": 5.0, "WATCHDOG_S": WATCHDOG_S,
                       "TOLERANCE": TOLERANCE})
 
 SYMMETRY_HINT = ("issue the same collectives on every rank, in the same order: all-reduce the squared norm on every "
@@ -395,7 +395,7 @@ def _clip_slip(cases: list[dict]) -> str | None:
     return None
 
 
-@exercise("Exercise 3: make the clipping symmetric",
+@exercise(3,
           "every rank all-reduces its squared norm first (the same collective on every rank), then all ranks "
           "decide from the global norm they now share")
 def check_symmetric_clip(clip_by_global_norm: Callable) -> str:

@@ -23,7 +23,7 @@ import random
 import statistics
 from collections.abc import Callable
 
-from ... import devicegraphs, graphs
+from ... import checking, devicegraphs, graphs
 from ...checking import CheckFailed, checker_call_in_child, exercise, require_cuda
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
@@ -300,17 +300,17 @@ def _ran(lead_us: float | None) -> str:
     return f"{lead_us:.1f} us before" if lead_us >= 0 else f"{-lead_us:.1f} us after"
 
 
-@exercise("Exercise 1: place the wait and the trigger",
+@exercise(1,
           "producer: pdl_trigger(); launchlab_produce(source, x, n, stamps). consumer: launchlab_prologue(stamps); "
           "pdl_wait(); then y[i] = 2 x[i] + 1 for every i < n. The wait guards the reads; the trigger, and the "
           "prologue before the wait, buy the overlap")
-def check_pdl_pair(pair_source: Callable[[], str], seed: int | None = None) -> str:
+def check_pdl_pair(pair_source: Callable[[], str]) -> str:
     """Your pair, your consumer after the checker's producer and your producer before the checker's consumer:
     y = 2 x + 1 exactly, nothing past the end written, and the consumer's prologue well before the producer's end."""
     source = _source(pair_source(), "pair_source()")
     require_cuda("programmatic dependent launch")
     _require_pdl()
-    cases = _pair_cases(random.randrange(1 << 30) if seed is None else seed)
+    cases = _pair_cases(checking.rng().randrange(1 << 30))
     # every GPU wait is bounded, and the first that runs out ends the child
     report = _in_child(f"_pair_trial({source!r}, {cases!r}, {GPU_TIMEOUT_S!r})", CHILD_START_S + 2 * GPU_TIMEOUT_S)
     problem = _pair_problem(report)
@@ -427,11 +427,11 @@ def _chain_data_problem(out, expected, guards_moved: int, stages: int, n: int) -
     return CheckFailed(detail)
 
 
-@exercise("Exercise 2: a PDL chain in a captured graph",
+@exercise(2,
           "for k in range(stages): launch(builder, LaunchConfig(grid=(n + 255) // 256, block=256, "
           "programmatic_stream_serialization=True), kernel, buffers[k % 2].data.ptr, buffers[(k + 1) % 2].data.ptr, "
           "np.int32(n))")
-def check_pdl_chain(capture_pdl_chain: Callable, seed: int | None = None) -> str:
+def check_pdl_chain(capture_pdl_chain: Callable) -> str:
     """Your builder holds `stages` stage kernels in one chain whose edges are all programmatic (read back from the
     driver), and one launch of the graph leaves x + stages in buffers[stages % 2], for two chains the checker draws."""
     import cupy as cp
@@ -441,7 +441,7 @@ def check_pdl_chain(capture_pdl_chain: Callable, seed: int | None = None) -> str
     _require_pdl()
     kernel = stage_kernel()
     stream = _device().create_stream()
-    rng = np.random.default_rng(seed)
+    rng = checking.numpy_generator()
     lines = []
     for stages, n in _chain_cases(int(rng.integers(1 << 30))):
         x = rng.uniform(-100, 100, n).astype(np.float32)
@@ -604,16 +604,16 @@ def _barrier_problem(r: dict) -> CheckFailed | None:
     return None
 
 
-@exercise("Exercise 3: the grid barrier of a persistent kernel",
+@exercise(3,
           "__syncthreads(); in thread 0: read generation, __threadfence(), then if atomicAdd(count, 1) == "
           "gridDim.x - 1 { reset count to 0; __threadfence(); bump generation } else spin while generation is "
           "unchanged; __threadfence(); then __syncthreads()")
-def check_grid_barrier(grid_barrier_source: Callable[[], str], seed: int | None = None) -> str:
+def check_grid_barrier(grid_barrier_source: Callable[[], str]) -> str:
     """The checker's persistent kernel over your barrier, three cooperative launches of hundreds of stages each
     (in a child process with a deadline): every cell equal to the host's, count back to 0 after each launch."""
     source = _source(grid_barrier_source(), "grid_barrier_source()")
     require_cuda("a persistent kernel")
-    cases = _barrier_cases(random.randrange(1 << 30) if seed is None else seed)
+    cases = _barrier_cases(checking.rng().randrange(1 << 30))
     # every GPU wait is bounded, and the first that runs out ends the child
     report = _in_child(f"_barrier_trial({source!r}, {cases!r}, {GPU_TIMEOUT_S!r})", CHILD_START_S + 2 * GPU_TIMEOUT_S)
     for case in report["cases"]:
@@ -786,12 +786,12 @@ def _rung_failure(trap: str, workload: dict, yours: str, judged: list[tuple[dict
     return CheckFailed(detail, hint=(everywhere or here or [None])[0])
 
 
-@exercise("Exercise 4: pick the rung",
+@exercise(4,
           "keep the rungs the workload allows; per-stage time = median(samples_us) / stages; among the allowed "
           f"rungs, return the first in RUNGS within {TIE:.0%} of the fastest")
 def check_rung(choose_rung: Callable[[dict], str]) -> str:
     """The lab's three workloads, then made-up ones that each hide a trap, against the reference rule."""
-    planted = planted_workloads(random.Random())
+    planted = planted_workloads(checking.rng())
     cases = [("", w) for w in WORKLOADS] + planted
     judged = [(trap, w, _rung_of(choose_rung, w)) for trap, w in cases]
     for trap, workload, yours in judged:

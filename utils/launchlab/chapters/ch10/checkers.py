@@ -131,7 +131,7 @@ def _loss_value(out: object, step: int) -> float:
     return value
 
 
-@exercise("Exercise 1: a whole training step in one graph", STEP_HINT)
+@exercise(1, STEP_HINT)
 def check_train_step(capture_train_step: Callable, seed: int | None = None) -> str:
     """Graphed steps against an eager twin started from the state your capture left."""
     require_cuda("capturing a training step")
@@ -222,7 +222,7 @@ def _masks(torch, graph, out, replays: int) -> list:
     return found
 
 
-@exercise("Exercise 2: dropout in a graph", DROPOUT_HINT)
+@exercise(2, DROPOUT_HINT)
 def check_dropout_graph(capture_dropout: Callable, seed: int | None = None) -> str:
     """Replays of your graph: new masks, the right share and scale, driven by the given generator and input."""
     require_cuda("dropout in a CUDA graph")
@@ -383,7 +383,7 @@ def _same_kind(torch, out: object, expected) -> bool:
             and out.device == expected.device)
 
 
-@exercise("Exercise 3: piecewise graphs per bucket", PIECEWISE_HINT)
+@exercise(3, PIECEWISE_HINT)
 def check_piecewise(build_piecewise: Callable, seed: int | None = None) -> str:
     """Every batch size up to the largest bucket against the eager model, kept until the end; how pieces ran."""
     require_cuda("piecewise CUDA graphs")
@@ -479,7 +479,7 @@ def _reference(xs, state):
     return ys, state
 
 
-@exercise("Exercise 4: make reduce-overhead graph it", COMPILE_HINT)
+@exercise(4, COMPILE_HINT)
 def check_compile_fix(ema_scale_fixed: Callable, seed: int | None = None) -> str:
     """Your function compiled with reduce-overhead: no skips, no breaks, graph launches; ema_scale's results."""
     require_cuda("torch.compile(mode='reduce-overhead')")
