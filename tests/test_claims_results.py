@@ -6,6 +6,7 @@ import pytest
 
 from launchlab import course, results
 from launchlab.claims import ClaimFailed, ClaimRefused, Comparison, Side, agrees, claim, higher, lower
+from launchlab import report as report_module
 from launchlab.report import Report
 
 
@@ -112,20 +113,20 @@ H200 = {"gpu": "NVIDIA H200", "metrics": {"empty_launch_enqueue_us": 5.5, "graph
 def test_reference_prefers_this_gpus_report_then_any_report_that_holds_the_figure(tmp_path, monkeypatch):
     write_reports(tmp_path, {"nvidia-h100-80gb-hbm3": H100, "nvidia-h200": H200})
     monkeypatch.setenv("LAUNCHLAB_ROOT", str(tmp_path))
-    monkeypatch.setattr(results, "gpu_slug", lambda: "nvidia-h200")
+    monkeypatch.setattr(report_module, "gpu_slug", lambda: "nvidia-h200")
     mine = results.reference("empty_launch_enqueue_us")
     assert (mine.value, mine.gpu, mine.label) == (5.5, "NVIDIA H200", "reference (H200)")
     other = results.reference("only_h100_us")  # not in this GPU's report: found in the H100's, and named
     assert (other.value, other.unit, other.label) == (1.0, "us", "reference (H100)")
     assert results.reference("missing_metric") is None
-    monkeypatch.setattr(results, "gpu_slug", lambda: "cpu")  # no report of its own: the first that holds it
+    monkeypatch.setattr(report_module, "gpu_slug", lambda: "cpu")  # no report of its own: the first that holds it
     assert results.reference("graphed_allreduce_speedup").label == "reference (H200)"
 
 
 def test_compare_prints_yours_beside_the_reference_naming_its_gpu(tmp_path, monkeypatch, capsys):
     write_reports(tmp_path, {"nvidia-h100-80gb-hbm3": H100, "nvidia-h200": H200})
     monkeypatch.setenv("LAUNCHLAB_ROOT", str(tmp_path))
-    monkeypatch.setattr(results, "gpu_slug", lambda: "cpu")
+    monkeypatch.setattr(report_module, "gpu_slug", lambda: "cpu")
     rows = results.compare(["only_h100_us", "graphed_allreduce_speedup", "missing_metric"],
                            yours={"only_h100_us": 2.0, "graphed_allreduce_speedup": 4.1})
     out = capsys.readouterr().out

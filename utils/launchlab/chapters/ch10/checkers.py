@@ -20,6 +20,7 @@ import math
 import random
 from collections.abc import Callable
 
+from ... import checking
 from ...checking import (
     CheckFailed,
     counting_graph_calls,
@@ -132,13 +133,13 @@ def _loss_value(out: object, step: int) -> float:
 
 
 @exercise(1, STEP_HINT)
-def check_train_step(capture_train_step: Callable, seed: int | None = None) -> str:
+def check_train_step(capture_train_step: Callable) -> str:
     """Graphed steps against an eager twin started from the state your capture left."""
     require_cuda("capturing a training step")
     torch = _torch()
     import torch.nn.functional as F
 
-    rng = random.Random(seed)
+    rng = checking.rng()
     width, batch, lr, steps = rng.choice((48, 64, 96)), rng.choice((24, 40, 56)), rng.choice((3e-3, 1e-2)), 12
     data_rng = torch.Generator().manual_seed(rng.randrange(1 << 30))
     with _no_tf32():
@@ -223,15 +224,16 @@ def _masks(torch, graph, out, replays: int) -> list:
 
 
 @exercise(2, DROPOUT_HINT)
-def check_dropout_graph(capture_dropout: Callable, seed: int | None = None) -> str:
+def check_dropout_graph(capture_dropout: Callable) -> str:
     """Replays of your graph: new masks, the right share and scale, driven by the given generator and input."""
     require_cuda("dropout in a CUDA graph")
     torch = _torch()
-    rng = random.Random(seed)
+    rng = checking.rng()
     p = rng.choice((0.2, 0.3, 0.35, 0.65, 0.7, 0.8))            # never 0.5: keeping p instead of 1 - p must show
     rows = rng.choice((3, 4, 6))
     n = rows << 14
-    x = torch.rand(rows, n // rows, device="cuda") + 0.5          # positive, so out == 0 exactly where dropped
+    data = checking.torch_generator("cuda")                       # the checker's own draws, apart from yours
+    x = torch.rand(rows, n // rows, device="cuda", generator=data) + 0.5  # positive: out == 0 exactly where dropped
     generator = torch.Generator(device="cuda").manual_seed(rng.randrange(1 << 30))
     try:
         graph, out = graph_and_output(capture_dropout(x, p, generator))
@@ -278,7 +280,7 @@ def check_dropout_graph(capture_dropout: Callable, seed: int | None = None) -> s
     other = _masks(torch, graph, out, 1)[0]
     if torch.equal(other, first[0]):
         raise CheckFailed("another seed gave the same mask", hint=DROPOUT_HINT)
-    x.copy_(torch.rand_like(x) + 2.0)                              # the graph must read x itself, every replay
+    x.copy_(torch.rand(x.shape, device=x.device, generator=data) + 2.0)  # the graph must read x itself, every replay
     graph.replay()
     torch.cuda.synchronize()
     kept_now = out != 0
@@ -384,11 +386,11 @@ def _same_kind(torch, out: object, expected) -> bool:
 
 
 @exercise(3, PIECEWISE_HINT)
-def check_piecewise(build_piecewise: Callable, seed: int | None = None) -> str:
+def check_piecewise(build_piecewise: Callable) -> str:
     """Every batch size up to the largest bucket against the eager model, kept until the end; how pieces ran."""
     require_cuda("piecewise CUDA graphs")
     torch = _torch()
-    rng = random.Random(seed)
+    rng = checking.rng()
     buckets = _bucket_draw(rng)
     layers, heads = rng.choice((2, 3)), rng.choice((2, 4))
     width = heads * rng.choice((16, 24))
@@ -409,9 +411,10 @@ def check_piecewise(build_piecewise: Callable, seed: int | None = None) -> str:
         model.notes["eager pieces"].clear()
         kept, order = [], list(range(1, buckets[-1] + 1))
         rng.shuffle(order)
+        data = checking.torch_generator("cuda")
         with counting_graph_calls() as calls:
             for batch in order:
-                x = torch.randn(batch, width, device="cuda")
+                x = torch.randn(batch, width, device="cuda", generator=data)
                 lengths = [rng.randint(1, model.max_ctx) for _ in range(batch)]
                 expected = model.forward(x, lengths).clone()
                 model.notes["eager pieces"].clear()
@@ -480,7 +483,7 @@ def _reference(xs, state):
 
 
 @exercise(4, COMPILE_HINT)
-def check_compile_fix(ema_scale_fixed: Callable, seed: int | None = None) -> str:
+def check_compile_fix(ema_scale_fixed: Callable) -> str:
     """Your function compiled with reduce-overhead: no skips, no breaks, graph launches; ema_scale's results."""
     require_cuda("torch.compile(mode='reduce-overhead')")
     import torch
@@ -489,7 +492,7 @@ def check_compile_fix(ema_scale_fixed: Callable, seed: int | None = None) -> str
 
     from ... import trace
 
-    rng = random.Random(seed)
+    rng = checking.rng()
     n, calls = rng.choice((1000, 3000, 5000)), 8
     gen = torch.Generator(device="cuda").manual_seed(rng.randrange(1 << 30))
     xs = [torch.randn(n, device="cuda", generator=gen) + rng.uniform(0.5, 2.0) for _ in range(calls)]
