@@ -9,7 +9,7 @@ from bisect import bisect_left
 import pytest
 
 from launchlab.chapters.ch04 import checkers as ch04
-from mutants import Answer, judge
+from mutants import Answer, judge, suite
 
 
 @pytest.fixture(autouse=True)
@@ -103,11 +103,12 @@ BUCKET_ANSWERS = [
     Answer("the lab's buckets typed in", "hard-coded", lab_buckets_typed_in),
     Answer("the caller's list sorted in place", "structure", sorted_in_place),
 ]
+SUITE_BUCKET = suite("04", 2, ch04.check_bucket_for, BUCKET_ANSWERS)
 
 
 def test_lab04_exercise2_bucket_for():
     # a bucket set is drawn afresh on every call: every answer meets several
-    wrong = judge("lab 04, exercise 2: choose a bucket", ch04.check_bucket_for, BUCKET_ANSWERS, trials=3)
+    wrong = judge(SUITE_BUCKET.lab, SUITE_BUCKET.number, SUITE_BUCKET.checker, SUITE_BUCKET.answers, trials=3)
     assert not wrong, "\n".join(wrong)
 
 
@@ -248,16 +249,30 @@ CLIP_ANSWERS = [
 ]
 
 
+def _eagerly(checker, fn):
+    """The checker with CUDA hidden from it: the eager part alone, on a GPU machine too."""
+    import torch
+
+    available = torch.cuda.is_available
+    torch.cuda.is_available = lambda: False
+    try:
+        return checker(fn)
+    finally:
+        torch.cuda.is_available = available
+
+
+SUITE_CLIP = suite("04", 4, ch04.check_clip_without_sync, CLIP_ANSWERS, call=_eagerly, part="eager")
+
+
 def _on_the_cpu(monkeypatch):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the eager part, on a GPU machine too
 
 
-def test_lab04_exercise4_clip_eager(monkeypatch):
-    _on_the_cpu(monkeypatch)
-    wrong = judge("lab 04, exercise 4: repair a capture that synchronises (eager)", ch04.check_clip_without_sync,
-                  CLIP_ANSWERS, trials=2)
+def test_lab04_exercise4_clip_eager():
+    wrong = judge(SUITE_CLIP.lab, SUITE_CLIP.number, SUITE_CLIP.checker, SUITE_CLIP.answers, call=SUITE_CLIP.call,
+                  trials=2, part=SUITE_CLIP.part)
     assert not wrong, "\n".join(wrong)
 
 
@@ -280,12 +295,13 @@ CAPTURE_ANSWERS = [
     Answer("the norm read with .tolist()", "classic", clip_with_tolist),
     Answer("the original, .item() and all", "classic", ch04.clip_by_norm_syncing),
 ]
+SUITE_CAPTURE = suite("04", 4, ch04.check_clip_without_sync, CAPTURE_ANSWERS, part="captured")
 
 
 @pytest.mark.gpu
 def test_lab04_exercise4_clip_captured():
-    wrong = judge("lab 04, exercise 4: repair a capture that synchronises (captured)", ch04.check_clip_without_sync,
-                  CAPTURE_ANSWERS)
+    wrong = judge(SUITE_CAPTURE.lab, SUITE_CAPTURE.number, SUITE_CAPTURE.checker, SUITE_CAPTURE.answers,
+                  part=SUITE_CAPTURE.part)
     assert not wrong, "\n".join(wrong)
 
 
@@ -406,13 +422,14 @@ PIPELINE_ANSWERS = [
     Answer("(out, graph) swapped", "bad value", lambda static_x: capture_solution(static_x)[::-1]),
     Answer("the graph alone", "bad value", lambda static_x: capture_solution(static_x)[0]),
 ]
+SUITE_PIPELINE = suite("04", 1, ch04.check_capture_pipeline, PIPELINE_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab04_exercise1_capture_pipeline():
     # the checker times replay against eager, so each answer is judged twice
-    wrong = judge("lab 04, exercise 1: capture a four-kernel pipeline", ch04.check_capture_pipeline,
-                  PIPELINE_ANSWERS, trials=2)
+    wrong = judge(SUITE_PIPELINE.lab, SUITE_PIPELINE.number, SUITE_PIPELINE.checker, SUITE_PIPELINE.answers,
+                  trials=2)
     assert not wrong, "\n".join(wrong)
     assert "outside" in ch04.check_capture_pipeline(tanh_after_the_capture).hint
     assert "warm-up" in ch04.check_capture_pipeline(warm_up_inside_the_capture).hint
@@ -528,11 +545,12 @@ CACHE_ANSWERS = [
     Answer("the width typed in as 256", "hard-coded", width_typed_in),
     Answer("run returns None", "bad value", lambda m, b, w: lambda x: None),
 ]
+SUITE_CACHE = suite("04", 3, ch04.check_graph_cache, CACHE_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab04_exercise3_graph_cache():
-    wrong = judge("lab 04, exercise 3: a shape-bucketed graph cache", ch04.check_graph_cache, CACHE_ANSWERS)
+    wrong = judge(SUITE_CACHE.lab, SUITE_CACHE.number, SUITE_CACHE.checker, SUITE_CACHE.answers)
     assert not wrong, "\n".join(wrong)
     assert "eager" in ch04.check_graph_cache(lambda m, b, w: _cache(m, b, w, eager_too=True)).hint
     assert "warm" in ch04.check_graph_cache(lambda m, b, w: _cache(m, b, w, warm_ups=0)).hint
@@ -636,11 +654,12 @@ NODE_ANSWERS = [
     Answer("n typed in as 4096", "hard-coded", n_typed_in),
     Answer("a grid rounded down", "method", grid_rounded_down),
 ]
+SUITE_NODE = suite("04", 5, ch04.check_node_update, NODE_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab04_exercise5_node_update():
-    wrong = judge("lab 04, exercise 5: update a captured kernel's parameters", ch04.check_node_update, NODE_ANSWERS)
+    wrong = judge(SUITE_NODE.lab, SUITE_NODE.number, SUITE_NODE.checker, SUITE_NODE.answers)
     assert not wrong, "\n".join(wrong)
     assert "g.graph[g.node]" in ch04.check_node_update(update_the_definition).hint
     assert "float32" in ch04.check_node_update(python_floats).hint
@@ -759,13 +778,14 @@ SERVE_ANSWERS = [
     Answer("results in reverse order", "bad value", lambda *args: serve_solution(*args)[::-1]),
     Answer("returns None", "bad value", lambda *args: None),
 ]
+SUITE_SERVE = suite("04", 6, ch04.check_serve, SERVE_ANSWERS)  # and one answer that captures, built in the test
 
 
 @pytest.mark.gpu
 def test_lab04_exercise6_serve():
-    answers = SERVE_ANSWERS + [Answer("exercise 1's graph used, not the one given", "hard-coded",
-                                      serve_with_exercise_1s_graph())]
-    wrong = judge("lab 04, exercise 6: the replay that reads stale data", ch04.check_serve, answers)
+    answers = SUITE_SERVE.answers + [Answer("exercise 1's graph used, not the one given", "hard-coded",
+                                            serve_with_exercise_1s_graph())]
+    wrong = judge(SUITE_SERVE.lab, SUITE_SERVE.number, SUITE_SERVE.checker, answers)
     assert not wrong, "\n".join(wrong)
     assert "replay" in ch04.check_serve(serve_eagerly).hint
     assert "copy_" in ch04.check_serve(serve_only_clone).hint

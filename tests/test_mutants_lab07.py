@@ -436,7 +436,7 @@ def test_lab07_exercise3_capture_loop(monkeypatch, capsys):
 
 
 def reference(kernels, window):
-    split = trace.attribute_idle(kernels, window)
+    split = trace._attribute_idle(kernels, window)
     return split.busy_us, split.host_wait_us, split.gpu_gap_us
 
 

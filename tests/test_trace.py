@@ -115,3 +115,19 @@ def test_record_profiles_the_calls_on_a_schedule():
     events = trace.record(lambda: x.add_(1), calls=5)
     assert trace.count(events, {"cpu_op"}, "aten::add_") == 5  # only the active step's calls
     assert trace.count(events, {"user_annotation"}, "calls") == 1
+
+
+def test_launches_are_counted_at_every_api_a_driver_launch_included():
+    from launchlab import trace
+
+    def event(name, cat, ts):
+        return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": 1.0}
+
+    events = [event("cudaLaunchKernel", "cuda_runtime", 0), event("cudaLaunchKernelExC", "cuda_runtime", 2),
+              event("cuLaunchKernelEx", "cuda_driver", 4), event("cuLaunchKernel", "cuda_driver", 6),
+              event("cudaGraphLaunch", "cuda_runtime", 8), event("cudaMemcpyAsync", "cuda_runtime", 10),
+              event("triton_poi_fused_add_0", "kernel", 12)]
+    counts = trace.launch_counts(events)
+    assert (counts.runtime_kernels, counts.driver_kernels, counts.graphs, counts.kernels) == (2, 2, 1, 4)
+    assert trace.count(events, {"cuda_runtime"}, "cudaLaunchKernel") == 2, "the runtime alone misses half"
+    assert str(trace.launch_counts(events, per=2)) == "2 kernel launches (1 runtime, 1 driver), 0 graph launches"

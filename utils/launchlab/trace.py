@@ -313,3 +313,42 @@ def record(fn: Callable[[], object], calls: int = 1) -> list[dict]:
 def count(events: Sequence[dict], categories: Iterable[str], prefix: str = "") -> int:
     """How many complete events of the categories have a name starting with `prefix`."""
     return sum(1 for i in intervals(events, categories) if i.name.startswith(prefix))
+
+
+# Launch calls by the API they go through: PyTorch's own kernels use the runtime, Triton's launcher and cuBLASLt
+# the driver, a graph replay one graph launch (runtime or driver). Counting only cudaLaunchKernel misses the rest.
+KERNEL_LAUNCH_PREFIXES = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cuLaunchKernel",
+                          "cuLaunchCooperativeKernel")
+GRAPH_LAUNCH_PREFIXES = ("cudaGraphLaunch", "cuGraphLaunch")
+
+
+@dataclass(frozen=True)
+class LaunchCounts:
+    """Launch calls in a trace: kernels through the runtime and through the driver, and graph launches."""
+
+    runtime_kernels: int
+    driver_kernels: int
+    graphs: int
+
+    @property
+    def kernels(self) -> int:
+        """Kernel launches through either API."""
+        return self.runtime_kernels + self.driver_kernels
+
+    def __str__(self) -> str:
+        return (f"{self.kernels} kernel launches ({self.runtime_kernels} runtime, {self.driver_kernels} driver), "
+                f"{self.graphs} graph launches")
+
+
+def launch_counts(events: Sequence[dict], per: float = 1.0) -> LaunchCounts:
+    """Every launch call in the trace's CUDA API events, by API (divided by `per`, the calls traced)."""
+    runtime = driver = graphs = 0
+    for i in intervals(events, LAUNCH_CATEGORIES):
+        if i.name.startswith(GRAPH_LAUNCH_PREFIXES):
+            graphs += 1
+        elif i.name.startswith(KERNEL_LAUNCH_PREFIXES):
+            if i.name.startswith("cu") and not i.name.startswith("cuda"):
+                driver += 1
+            else:
+                runtime += 1
+    return LaunchCounts(round(runtime / per), round(driver / per), round(graphs / per))
