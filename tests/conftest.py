@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -24,9 +25,23 @@ def results_dir(tmp_path, monkeypatch) -> Path:
     return tmp_path / "runs"
 
 
+@pytest.fixture(scope="session")
+def _session_runs(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("runs")
+
+
+@pytest.fixture(autouse=True)
+def _verdicts_stay_out_of_runs(monkeypatch, _session_runs):
+    """Every checker call stores its verdict in this GPU's run: unless LAUNCHLAB_RESULTS_DIR is set, the tests'
+    go to the session's own folder, never the learner's runs/ (`results_dir` gives a test one of its own)."""
+    if not os.environ.get("LAUNCHLAB_RESULTS_DIR"):
+        monkeypatch.setenv("LAUNCHLAB_RESULTS_DIR", str(_session_runs))
+
+
 @pytest.fixture
-def lenient_checkers(monkeypatch, capsys):
-    """Checkers return their verdict instead of raising, judge once, and their printing is swallowed."""
+def lenient_checkers(monkeypatch, capsys, results_dir):
+    """Checkers return their verdict instead of raising, judge once, and their printing is swallowed; the verdicts
+    they store go to a private run, not the learner's runs/."""
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     monkeypatch.delenv("LAUNCHLAB_CHECK_TRIALS", raising=False)
     yield

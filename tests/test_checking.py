@@ -1,15 +1,28 @@
-"""launchlab.checking refuses values that cannot be a measurement; a lab sees its checkers, never their answers."""
+"""launchlab.checking: values that cannot be a measurement refused, verdicts named by the model, stored, seeded and
+kept apart from the CUDA state earlier exercises leave; a lab sees its checkers, never their answers."""
 
 import ast
+import importlib
 import json
+import re
 import subprocess
 import sys
+import types
 
 import nbformat
 import pytest
 
+from launchlab import checking, course, results
 from launchlab.checkers import for_lab
-from launchlab.checking import TIME_SLIPS_MS, CheckFailed, exercise, number, within, within_factor
+from launchlab.checking import (
+    TIME_SLIPS_MS,
+    CheckFailed,
+    exercise,
+    exercise_name,
+    number,
+    within,
+    within_factor,
+)
 
 CHAPTERS = [f"{n:02d}" for n in range(9)]
 
@@ -79,6 +92,310 @@ def test_under_check_trials_every_run_must_pass(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_CHECK_TRIALS", "0")
     with pytest.raises(ValueError, match="LAUNCHLAB_CHECK_TRIALS"):
         _demo("right")
+
+
+def test_a_checker_that_draws_nothing_prints_no_seed(monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    verdict = _demo("wrong")
+    assert verdict.seed is None and "seed" not in capsys.readouterr().out
+
+
+# ---- the exercise's heading from the course model, the verdict in the run ------------------------------------
+
+def _model(runs_on: str = "cpu"):
+    """A chapter 04 of two exercises, as the model declares them."""
+    return course.Chapter(
+        number="04", stem="04_demo", title="a demo chapter", leaves_able_to="", measures="", needs=course.Needs(),
+        minutes=1, exercises=(
+            course.Exercise(1, "choose a bucket", "check_demo", "bucket_for(batch, buckets)", runs_on=runs_on),
+            course.Exercise(2, "split the work", "check_split", "split(work)", runs_on="cpu-partial")))
+
+
+@pytest.fixture
+def demo_chapter(monkeypatch):
+    """This test module's checkers belong to the demo chapter 04 (the real model is read at the first call)."""
+    chapter = _model()
+    real = course.chapter_of_module
+    monkeypatch.setattr(course, "chapter_of_module", lambda module: chapter if module == __name__ else real(module))
+    return chapter
+
+
+def _demo_checker(number=1):
+    @exercise(number, "the general hint")
+    def check_demo(answer):
+        if answer != "right":
+            raise CheckFailed(f"{answer!r} is not right")
+        return "right it is"
+
+    return check_demo
+
+
+def test_an_exercise_given_its_number_takes_its_heading_from_the_model(demo_chapter, results_dir, capsys):
+    check_demo = _demo_checker()
+    assert exercise_name(check_demo) == "Exercise 1: choose a bucket" == check_demo.exercise_name
+    assert check_demo("right") and check_demo("right").exercise == "Exercise 1: choose a bucket"
+    assert capsys.readouterr().out.startswith("PASS [Exercise 1: choose a bucket] right it is")
+
+
+def test_outside_a_chapter_a_number_names_the_exercise_alone(capsys, monkeypatch):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    assert not _demo_checker(7)("wrong")
+    assert capsys.readouterr().out.startswith("FAIL [Exercise 7] 'wrong' is not right")
+
+
+def test_a_verdict_lands_in_the_run_file(demo_chapter, results_dir, monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    check_demo = _demo_checker()
+    check_demo("wrong")
+    assert results.load_run()["verdicts"] == {"04": {"1": {
+        "passed": False, "partial": False, "detail": "'wrong' is not right", "hint": "the general hint"}}}
+    check_demo("right")
+    assert results.load_run()["verdicts"]["04"]["1"]["passed"] is True
+    assert (results_dir / "cpu.json").exists() or list(results_dir.glob("*.json"))
+
+
+def test_a_checker_outside_a_chapter_records_nothing(results_dir, monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    _demo("wrong")
+    assert not results_dir.exists() or not list(results_dir.glob("*.json"))
+
+
+@pytest.mark.parametrize("cuda, mark", [(False, "PASS (CPU part only) [Exercise 2: split the work]"),
+                                        (True, "PASS [Exercise 2: split the work]")])
+def test_a_cpu_partial_exercise_passed_without_cuda_says_so(cuda, mark, demo_chapter, results_dir, monkeypatch,
+                                                              capsys):
+    monkeypatch.setattr(checking, "cuda_available", lambda: cuda)
+    verdict = _demo_checker(2)("right")
+    out = capsys.readouterr().out
+    assert verdict and out.startswith(mark) and verdict.partial is not cuda
+    assert ("judged on a machine with a CUDA GPU" in verdict.detail) is not cuda
+    assert results.load_run()["verdicts"]["04"]["2"]["partial"] is not cuda
+
+
+def test_every_checker_carries_its_exercises_heading():
+    for chapter in course.chapters():
+        module = importlib.import_module(chapter.checkers_module)
+        for ex in chapter.exercises:
+            assert exercise_name(getattr(module, ex.checker)) == ex.heading, (chapter.number, ex.number)
+
+
+# ---- seeds: a FAIL says how to replay it ------------------------------------------------------------------------
+
+def _drawing_checker():
+    seen = []
+
+    @exercise("Exercise 0: a drawn scenario", "sort them")
+    def check_sorted(sort):
+        scenario = [checking.rng().randrange(1000) for _ in range(5)]
+        seen.append(scenario)
+        if sort(list(scenario)) != sorted(scenario):
+            raise CheckFailed(f"{scenario} came back unsorted")
+        return "sorted"
+
+    return check_sorted, seen
+
+
+def test_a_fail_prints_its_seed_and_that_seed_replays_the_scenario(monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    monkeypatch.delenv("LAUNCHLAB_CHECK_SEED", raising=False)
+    check_sorted, seen = _drawing_checker()
+    first = check_sorted(lambda xs: xs)
+    out = capsys.readouterr().out
+    found = re.search(r"\(seed (\d+): check\.check_sorted\(your_answer, seed=(\d+)\) replays it\)\n  Hint: sort them",
+                      out)
+    assert found and found.group(1) == found.group(2) and int(found.group(1)) == first.seed
+    replayed = check_sorted(lambda xs: xs, seed=first.seed)
+    assert seen[1] == seen[0] and replayed.detail == first.detail and replayed.seed == first.seed
+    monkeypatch.setenv("LAUNCHLAB_CHECK_SEED", str(first.seed))
+    assert not check_sorted(lambda xs: xs) and seen[2] == seen[0]
+    assert check_sorted(sorted) and "seed" not in capsys.readouterr().out.splitlines()[-1]  # a PASS line says none
+
+
+def test_each_trial_draws_afresh_unless_a_seed_is_given(monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    monkeypatch.delenv("LAUNCHLAB_CHECK_SEED", raising=False)
+    monkeypatch.setenv("LAUNCHLAB_CHECK_TRIALS", "3")
+    check_sorted, seen = _drawing_checker()
+    assert check_sorted(sorted)
+    assert len({tuple(s) for s in seen}) == 3
+    seen.clear()
+    assert check_sorted(sorted, seed=12345) and seen[0] == seen[1] == seen[2]
+    with pytest.raises(TypeError, match="whole number"):
+        check_sorted(sorted, seed="12345")
+
+
+def test_a_seed_replays_a_chapter_checkers_scenario(monkeypatch, capsys):
+    from launchlab.chapters.ch04 import checkers as ch04
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+
+    def wrong_beyond_the_fixed_sets(batch, buckets):  # right for the fixed sets, wrong for the drawn one
+        if list(buckets) in ([48, 10, 3, 24], list(ch04.BUCKETS), [5]):
+            return min((b for b in buckets if b >= batch), default=None)
+        return -1
+
+    first = ch04.check_bucket_for(wrong_beyond_the_fixed_sets)
+    assert not first and first.seed is not None
+    assert f"check.check_bucket_for(your_answer, seed={first.seed}) replays it" in capsys.readouterr().out
+    again = ch04.check_bucket_for(wrong_beyond_the_fixed_sets, seed=first.seed)
+    assert again.detail == first.detail  # the same drawn bucket list, named in the detail
+
+
+# ---- exercises do not poison each other: the CUDA state, restored (a fake torch, no CUDA needed) --------------
+
+class _FakeStream:
+    def __init__(self, handle: int) -> None:
+        self.cuda_stream = handle
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _FakeStream) and other.cuda_stream == self.cuda_stream
+
+    __hash__ = None
+
+
+class _FakeCuda:
+    """torch.cuda as the restore logic sees it: streams, captures, the sync debug mode, a sticky error."""
+
+    def __init__(self, initialised: bool = True) -> None:
+        self.initialised, self.default = initialised, _FakeStream(0)
+        self.current, self.capturing, self.debug_mode, self.broken = self.default, set(), 0, None
+        self.ended: list[int] = []
+
+    def is_initialized(self) -> bool:
+        return self.initialised
+
+    def current_device(self) -> int:
+        return 0
+
+    def _usable(self) -> None:
+        if not self.initialised:
+            raise AssertionError("the restore touched CUDA where this process never initialised it")
+        if self.broken:
+            raise RuntimeError(f"CUDA error: {self.broken}\nCUDA kernel errors might be asynchronously reported")
+
+    def is_current_stream_capturing(self) -> bool:
+        self._usable()
+        return self.current.cuda_stream in self.capturing
+
+    def current_stream(self, device=None):
+        return self.current
+
+    def default_stream(self, device=None):
+        if device is None:  # as torch's does when is_available() is patched to hide the GPU
+            raise RuntimeError("invalid argument to getDefaultStream")
+        return self.default
+
+    def set_stream(self, stream) -> None:
+        self.current = stream
+
+    def get_sync_debug_mode(self) -> int:
+        return self.debug_mode
+
+    def set_sync_debug_mode(self, mode) -> None:
+        self.debug_mode = mode
+
+    def synchronize(self, device=None) -> None:
+        self._usable()
+        if self.debug_mode == 2:
+            raise RuntimeError("called a synchronizing CUDA operation")
+
+    def leave_a_mess(self) -> None:
+        """What a failed exercise can leave: a side stream current and capturing, the sync debug mode on."""
+        self.current = _FakeStream(7)
+        self.capturing.add(7)
+        self.debug_mode = 2
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    fake = _FakeCuda()
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=fake))
+    monkeypatch.setattr(checking, "_end_capture", lambda handle: (fake.ended.append(handle),
+                                                                    fake.capturing.discard(handle)))
+    monkeypatch.setattr(checking, "_last_judged", None)
+    monkeypatch.setattr(checking, "_broken_by", None)
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    return fake
+
+
+def test_what_an_exercise_leaves_behind_is_put_back_before_and_after_the_next(fake_cuda, capsys):
+    seen = []
+
+    @exercise("Exercise 2: the next one", "h")
+    def check_next(mess):
+        cuda = fake_cuda
+        seen.append((cuda.current.cuda_stream, set(cuda.capturing), cuda.debug_mode))
+        if mess:
+            cuda.leave_a_mess()
+            raise ValueError("your capture failed")
+        return "fine"
+
+    fake_cuda.leave_a_mess()  # as an earlier exercise, or the learner's own cell, left it
+    assert check_next(False) and seen[-1] == (0, set(), 0) and fake_cuda.ended == [7]
+    failed = check_next(True)  # the learner's own error is still a FAIL with its message
+    assert not failed and failed.detail == "your code raised ValueError: your capture failed"
+    assert capsys.readouterr().out.splitlines()[-2].startswith("FAIL [Exercise 2: the next one] your code raised")
+    assert (fake_cuda.current.cuda_stream, fake_cuda.capturing, fake_cuda.debug_mode) == (0, set(), 0)
+    assert fake_cuda.ended == [7, 7]
+
+
+def test_a_gpu_left_broken_is_a_restart_verdict_naming_the_exercise_that_broke_it(fake_cuda, demo_chapter,
+                                                                                   results_dir, capsys):
+    @exercise(1, "h")
+    def check_demo(answer):
+        fake_cuda.broken = "an illegal memory access was encountered"
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    @exercise(2, "h")
+    def check_split(answer):
+        raise AssertionError("a body must not run on a broken GPU")
+
+    broke = check_demo(None)
+    out = capsys.readouterr().out
+    assert not broke and broke.restart and broke.detail.startswith(
+        "restart the kernel: exercise 1 left the GPU in a broken state (CUDA error: an illegal memory access was "
+        "encountered)")
+    assert out.startswith("RESTART [Exercise 1: choose a bucket] restart the kernel") and "FAIL" not in out
+    after = check_split(None)
+    assert not after and after.detail.startswith(
+        "restart the kernel: exercise 1 left the GPU in a broken state (CUDA error: an illegal memory access")
+    assert "Kernel > Restart, then run the lab's first cell and exercise 2 again" in after.detail
+    recorded = results.load_run()["verdicts"]["04"]
+    assert recorded["1"]["passed"] is False and recorded["1"]["detail"].startswith("restart the kernel")
+    assert recorded["2"]["passed"] is False and recorded["2"]["detail"].startswith("restart the kernel")
+
+
+def test_a_restore_step_that_fails_is_no_broken_gpu_when_the_gpu_answers(fake_cuda, monkeypatch, capsys):
+    def refuse(*args):
+        raise RuntimeError("invalid argument to getDefaultStream")
+
+    monkeypatch.setattr(fake_cuda, "default_stream", refuse)
+    assert _demo("right") and checking.restore_cuda_state() is None
+
+
+def test_a_gpu_broken_outside_any_check_names_the_last_exercise_judged(fake_cuda, capsys):
+    assert _demo("right")
+    fake_cuda.broken = "an illegal memory access was encountered"
+    verdict = _demo("right")
+    assert verdict.detail.startswith("restart the kernel: code run after exercise 0 was judged left the GPU in a "
+                                     "broken state")
+
+
+def test_a_broken_gpu_raises_under_strict(fake_cuda, monkeypatch):
+    fake_cuda.broken = "an illegal memory access was encountered"
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "1")
+    with pytest.raises(CheckFailed, match="restart the kernel"):
+        _demo("right")
+
+
+def test_without_cuda_initialised_the_restore_touches_nothing(monkeypatch):
+    fake = _FakeCuda(initialised=False)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=fake))
+    for name in ("cupy", "cuda.core", "cuda.bindings"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert checking.restore_cuda_state() is None
+    monkeypatch.delitem(sys.modules, "torch")
+    assert checking.restore_cuda_state() is None
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

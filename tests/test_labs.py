@@ -3,8 +3,8 @@
 import nbformat
 import pytest
 
-from launchlab_tools import labs
 from launchlab.checking import CheckFailed, exercise, within
+from launchlab_tools import labs
 from launchlab_tools.labs import LabError, make_lab, strip_solutions
 
 
@@ -96,6 +96,38 @@ def test_failed_check_raises_under_strict(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "1")
     with pytest.raises(CheckFailed, match="Exercise 9"):
         make_checker()(lambda x: x)
+
+
+def test_a_strict_failure_of_a_drawn_scenario_says_how_to_replay_it(monkeypatch):
+    from launchlab.checking import rng
+
+    @exercise("Exercise 9: double", "multiply by two")
+    def check_double_drawn(fn):
+        x = rng().randrange(1, 100)
+        return within(fn(x), 2 * x, 0.01, f"fn({x})")
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "1")
+    with pytest.raises(CheckFailed, match=r"\(seed (\d+): check\.check_double_drawn\(your_answer, seed=\1\) replays it\)"):
+        check_double_drawn(lambda x: x)
+
+
+def test_a_labs_stub_is_judged_under_the_models_heading(results_dir, monkeypatch, capsys):
+    """A generated lab's stub raises with the model's heading; the verdict stored says so, and the grader calls it
+    not attempted."""
+    from launchlab import course, results
+    from launchlab.chapters.ch04 import checkers as ch04
+    from launchlab_tools.grade import NOT_ATTEMPTED, _verdict
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    ex = course.chapter("04").exercise(2)
+    stub = strip_solutions(f"def bucket_for(batch, buckets):\n    {labs.BEGIN}\n    return batch\n    {labs.END}",
+                           ex.heading, "lab, cell 1")
+    namespace = {}
+    exec(stub, namespace)
+    verdict = ch04.check_bucket_for(namespace["bucket_for"])
+    assert capsys.readouterr().out.startswith(f"FAIL [{ex.heading}] not implemented yet")
+    recorded = results.load_run()["verdicts"]["04"]["2"]
+    assert not verdict and recorded["detail"] == verdict.detail and _verdict(ex, recorded) == NOT_ATTEMPTED
 
 
 def test_within_factor_accepts_inside_and_rejects_outside():

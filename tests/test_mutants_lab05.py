@@ -6,7 +6,7 @@ import heapq
 import pytest
 
 from launchlab.chapters.ch05 import checkers as ch05
-from mutants import Answer, judge
+from mutants import Answer, judge, suite
 
 
 def longest_first(durations, branches):
@@ -76,14 +76,26 @@ SCHEDULE_ANSWERS = [
 ]
 
 
-def test_lab05_exercise4_schedule(monkeypatch, capsys):
+def _schedule_only(checker, fn):
+    """The checker with CUDA hidden from it: the schedule alone. On a GPU it would also capture and time each one,
+    which the GPU tier's run of solution 05 covers."""
     import torch
 
+    available = torch.cuda.is_available
+    torch.cuda.is_available = lambda: False
+    try:
+        return checker(fn)
+    finally:
+        torch.cuda.is_available = available
+
+
+SUITE_SCHEDULE = suite("05", 4, ch05.check_assignment, SCHEDULE_ANSWERS, call=_schedule_only, part="schedule")
+
+
+def test_lab05_exercise4_schedule(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    # The schedules are judged here; on a GPU the checker would also capture and time each one, which the GPU
-    # tier's run of solution 05 covers.
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    wrong = judge("lab 05, exercise 4: choose the branches", ch05.check_assignment, SCHEDULE_ANSWERS, trials=3)
+    wrong = judge(SUITE_SCHEDULE.lab, SUITE_SCHEDULE.number, SUITE_SCHEDULE.checker, SUITE_SCHEDULE.answers,
+                  call=SUITE_SCHEDULE.call, trials=3, part=SUITE_SCHEDULE.part)
     capsys.readouterr()
     assert not wrong, "\n".join(wrong)
 
@@ -253,13 +265,13 @@ TORCH_ANSWERS = [
     Answer("the output left out", "bad value", lambda x: (torch_diamond(x)[0], None)),
     Answer("the graph alone returned", "bad value", lambda x: torch_diamond(x)[0]),
 ]
+SUITE_TORCH = suite("05", 1, ch05.check_torch_diamond, TORCH_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab05_exercise1_torch_diamond(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong = judge("lab 05, exercise 1: capture a diamond across two streams", ch05.check_torch_diamond,
-                  TORCH_ANSWERS, trials=2)
+    wrong = judge(SUITE_TORCH.lab, SUITE_TORCH.number, SUITE_TORCH.checker, SUITE_TORCH.answers, trials=2)
     assert not wrong, "\n".join(wrong)
     assert "one stream" in ch05.check_torch_diamond(torch_on_one_stream).hint
     assert "after a = x + 1" in ch05.check_torch_diamond(torch_forked_before_a).hint
@@ -350,12 +362,13 @@ JOIN_ANSWERS = [
     Answer("half the threads", "unit", lambda o, s, x, y, z, out: cupy_capture(o, s, x, y, z, out, threads=x.size // 2)),
     Answer("the graph not returned", "bad value", cupy_forgot_return),
 ]
+SUITE_JOIN = suite("05", 2, ch05.check_joined, JOIN_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab05_exercise2_joined(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong = judge("lab 05, exercise 2: repair an unjoined capture", ch05.check_joined, JOIN_ANSWERS, trials=2)
+    wrong = judge(SUITE_JOIN.lab, SUITE_JOIN.number, SUITE_JOIN.checker, SUITE_JOIN.answers, trials=2)
     assert not wrong, "\n".join(wrong)
     assert "rejoin" in ch05.check_joined(ch05.capture_unjoined).hint
     assert "stage_d must wait" in ch05.check_joined(JOIN_ANSWERS[4].fn).hint
@@ -436,13 +449,14 @@ EXPLICIT_ANSWERS = [
     Answer("the executable graph returned", "bad value", lambda *args: explicit_diamond(*args).instantiate()),
     Answer("returns None", "bad value", lambda *args: None),
 ]
+SUITE_EXPLICIT = suite("05", 3, ch05.check_explicit_diamond, EXPLICIT_ANSWERS)
 
 
 @pytest.mark.gpu
 def test_lab05_exercise3_explicit_diamond(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong = judge("lab 05, exercise 3: build the diamond with the explicit API", ch05.check_explicit_diamond,
-                  EXPLICIT_ANSWERS, trials=2)
+    wrong = judge(SUITE_EXPLICIT.lab, SUITE_EXPLICIT.number, SUITE_EXPLICIT.checker, SUITE_EXPLICIT.answers,
+                  trials=2)
     assert not wrong, "\n".join(wrong)
     assert "EMPTY" in ch05.check_explicit_diamond(EXPLICIT_ANSWERS[2].fn).detail.upper()
     assert "pred.add" in ch05.check_explicit_diamond(EXPLICIT_ANSWERS[2].fn).hint

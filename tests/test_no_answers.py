@@ -4,9 +4,13 @@ For every exercise, every public function and class a learner can reach in `laun
 names, the checkers modules apart, and what `for_lab` hands each lab besides its checkers) whose signature
 takes the exercise's arguments is handed to the exercise's checker, which must FAIL it. A function declared to
 return a record (a dataclass) is also handed over unpacked to the record's float fields, the one line a
-learner would write around it (`s = trace.split(...); return s.busy_us, s.host_wait_us, s.gpu_gap_us`). Only
-the signature leaves a candidate out. Exercises that run on a GPU are marked gpu (skipped without CUDA); the
+learner would write around it (`s = split(...); return s.busy_us, s.host_wait_us, s.gpu_gap_us`). Only the
+signature leaves a candidate out. Exercises that run on a GPU are marked gpu (skipped without CUDA); the
 others are the CPU tier.
+
+Library functions handed a checker's arguments do what they were written to do: a rank's watchdog or shutdown
+ends its process, a run may hang. So each checker call runs in a process of its own, forked from a server
+that has imported the package and never touched CUDA or run a parallel region, and is stopped after LIMIT_S.
 """
 
 from __future__ import annotations
@@ -15,14 +19,18 @@ import dataclasses
 import functools
 import importlib
 import inspect
+import json
+import os
 import pkgutil
 import re
+import select
 import signal
-import threading
+import subprocess
+import sys
 import time
 import typing
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +39,8 @@ from launchlab import course
 from launchlab.checkers import for_lab
 
 CHECKERS_MODULE = re.compile(r"launchlab\.chapters\.ch\d\d\.checkers")
-LIMIT_S = 20.0  # a checker fails a wrong answer in well under a second on a CPU; a call this long is a hang
+LIMIT_S = 30.0   # a checker fails a wrong answer in about a second on a CPU; a call this long is a hang
+PARALLEL = max(1, min(8, len(os.sched_getaffinity(0))))   # checker calls at once (lab 08's start two ranks each)
 
 
 def _in_launchlab(obj: object) -> bool:
@@ -78,7 +87,7 @@ def _record_returned(fn: Callable) -> type | None:
 
 
 def _unpacked(fn: Callable, record: type) -> Callable | None:
-    """fn returning its record's float fields instead of the record: one of them alone, or a tuple of them."""
+    """fn returning its record's float fields instead of the record: the one there is, or a tuple of them."""
     hints = typing.get_type_hints(record)
     floats = [f.name for f in dataclasses.fields(record) if hints.get(f.name) is float]
     if not floats:
@@ -107,32 +116,134 @@ def candidates(n: int) -> tuple[tuple[str, Callable], ...]:
     return tuple(found)
 
 
-class _TooSlow(BaseException):
-    """Raised inside a checker that ran past its limit; not an Exception, so the checker cannot call it a FAIL."""
+# ---- the server: one forked process per checker call ----------------------------------------------------------
 
-
-@contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
-    """Interrupt the block after `seconds` (SIGALRM, main thread only), leaving pytest-timeout's own alarm set."""
-    outer = signal.getitimer(signal.ITIMER_REAL)[0] if hasattr(signal, "setitimer") else 0.0
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer") or \
-            0 < outer <= seconds:
-        yield
-        return
-
-    def stop(signum, frame):
-        raise _TooSlow
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    started = time.monotonic()
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+def _judge_in_child(checker: Callable, fn: Callable, out: int) -> None:
+    """In a forked child: its own process group, no stdin or stdout, the verdict written to `out`, then exit."""
+    os.setsid()
+    quiet = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(quiet, fd)
     try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        if outer:
-            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 1e-3))
+        verdict = checker(fn)
+        message = {"outcome": "pass" if verdict else "fail", "detail": str(getattr(verdict, "detail", ""))[:300]}
+    except BaseException as exc:  # whatever the candidate did (SystemExit included), the child reports it
+        message = {"outcome": "fail", "detail": f"the checker raised {type(exc).__name__}: {exc}"[:300]}
+    os.write(out, json.dumps(message).encode())
+    os._exit(0)
+
+
+def _judge_all(checker: Callable, found: tuple[tuple[str, Callable], ...], reply) -> None:
+    """Judge every candidate in a child of its own, PARALLEL at once; one JSON line per candidate, in order."""
+    running: dict[int, tuple[int, float, int]] = {}   # pid: (index, started, read end)
+    results: dict[int, dict] = {}
+    queue = list(range(len(found)))
+    while queue or running:
+        while queue and len(running) < PARALLEL:
+            index = queue.pop(0)
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(read)
+                _judge_in_child(checker, found[index][1], write)
+            os.close(write)
+            running[pid] = (index, time.monotonic(), read)
+        time.sleep(0.005)
+        for pid, (index, started, read) in list(running.items()):
+            seconds = time.monotonic() - started
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if not done and seconds < LIMIT_S:
+                continue
+            if not done:
+                os.killpg(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            try:
+                os.killpg(pid, signal.SIGKILL)   # anything the call left running in its group
+            except ProcessLookupError:
+                pass
+            text = b""
+            while select.select([read], [], [], 0)[0] and (chunk := os.read(read, 65536)):
+                text += chunk
+            os.close(read)
+            if text:
+                result = json.loads(text)
+            elif not done:
+                result = {"outcome": "slow", "detail": f"stopped after {LIMIT_S:g} s"}
+            else:
+                code = os.waitstatus_to_exitcode(status)
+                result = {"outcome": "died", "detail": f"its process ended with status {code} before a verdict"}
+            results[index] = {"where": found[index][0], "seconds": round(seconds, 3), **result}
+            del running[pid]
+    for index in range(len(found)):
+        reply.write(json.dumps(results[index]) + "\n")
+    reply.write(json.dumps({"done": len(found)}) + "\n")
+    reply.flush()
+
+
+def serve() -> None:
+    """The server: import the package, then judge what stdin asks for, a line each: '07 4' hands exercise 4 of
+    lab 07 every candidate; '07 4 launchlab.trace _attribute_idle' hands it that function alone (and unpacked)."""
+    reply = os.fdopen(os.dup(1), "w")
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)   # nothing but replies on the reply channel
+    for n in range(8):
+        candidates(n)
+    for line in sys.stdin:
+        number, ex, *named = line.split()
+        chapter = course.chapter(number)
+        exercise = chapter.exercise(int(ex))
+        checker = getattr(importlib.import_module(chapter.checkers_module), exercise.checker)
+        if named:
+            fn = getattr(importlib.import_module(named[0]), named[1])
+            record = _record_returned(fn)
+            found = ((named[1], fn), *(((f"{named[1]} unpacked", _unpacked(fn, record)),) if record else ()))
+        else:
+            found = candidates(exercise.required_params)
+        _judge_all(checker, found, reply)
+
+
+class Server:
+    """The test's end of the server: ask for an exercise, read back a verdict per candidate."""
+
+    def __init__(self, workdir: Path):
+        env = {k: v for k, v in os.environ.items() if k != "LAUNCHLAB_CHECK_TRIALS"}
+        env.update(LAUNCHLAB_STRICT="0", LAUNCHLAB_RESULTS_DIR=str(workdir / "runs"),
+                   PYTORCH_NVML_BASED_CUDA_CHECK="1",   # so that the server's own imports never initialise CUDA
+                   PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), *sys.path]))
+        self.log = workdir / "server.log"
+        self.stderr = self.log.open("wb")
+        self.process = subprocess.Popen([sys.executable, "-c", "import test_no_answers; test_no_answers.serve()"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                        cwd=workdir, env=env, text=True)
+
+    def judge(self, chapter: str, exercise: int, module: str = "", name: str = "") -> list[dict]:
+        self.process.stdin.write(f"{chapter} {exercise} {module} {name}\n")
+        self.process.stdin.flush()
+        results = []
+        while True:  # the server stops every call at LIMIT_S, so it always answers; pytest-timeout guards the rest
+            line = self.process.stdout.readline()
+            if not line:
+                tail = self.log.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"the judging server stopped answering (exit {self.process.poll()}):\n{tail}")
+            result = json.loads(line)
+            if "done" in result:
+                return results
+            results.append(result)
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[Server]:
+    judging = Server(tmp_path_factory.mktemp("no_answers"))
+    yield judging
+    judging.close()
 
 
 def _exercises() -> Iterator:
@@ -143,25 +254,23 @@ def _exercises() -> Iterator:
 
 
 @pytest.mark.parametrize(("chapter", "ex"), list(_exercises()))
-def test_no_library_function_passes_a_checker(chapter, ex, lenient_checkers, results_dir, tmp_path, monkeypatch,
-                                              record_property):
-    monkeypatch.chdir(tmp_path)  # a candidate handed a checker's arguments may write a file where it is told
-    checker = getattr(importlib.import_module(chapter.checkers_module), ex.checker)
-    passed, slow, started = [], [], time.monotonic()
-    tried = candidates(ex.required_params)
-    for where, fn in tried:
-        try:
-            with _deadline(LIMIT_S):
-                verdict = checker(fn)
-        except _TooSlow:
-            slow.append(where)
-            continue
-        if verdict:
-            passed.append(where)
-    record_property("candidates", len(tried))
+def test_no_library_function_passes_a_checker(chapter, ex, server, record_property):
+    started = time.monotonic()
+    results = server.judge(chapter.number, ex.number)
+    record_property("candidates", len(results))
     record_property("seconds", round(time.monotonic() - started, 3))
+    passed = [r["where"] for r in results if r["outcome"] == "pass"]
+    slow = [r["where"] for r in results if r["outcome"] == "slow"]
     assert not passed, (f"lab {chapter.number}, {ex.heading}: the learner package hands out the answer; "
                         f"{ex.checker} PASSED {', '.join(passed)}. Make it private (a leading underscore) and "
                         "give the checker a reference of its own")
     assert not slow, (f"lab {chapter.number}, {ex.heading}: {ex.checker} did not judge {', '.join(slow)} within "
                       f"{LIMIT_S:g} s; a checker should fail a wrong answer quickly")
+
+
+def test_the_server_can_see_a_pass(server):
+    """A harness that failed every call would pass the test above whatever the library held: the course's own
+    split, unpacked, passes exercise 4 of lab 07 (as an IdleSplit, not the tuple asked for, it fails)."""
+    results = {r["where"]: r for r in server.judge("07", 4, "launchlab.trace", "_attribute_idle")}
+    assert results["_attribute_idle unpacked"]["outcome"] == "pass", results
+    assert results["_attribute_idle"]["outcome"] == "fail", results

@@ -255,28 +255,55 @@ def _end_capture(handle: int) -> None:
 
 def _restore_torch(cuda) -> str | None:
     """End a capture left running on the current stream, make the default stream current again, turn the sync
-    debug mode off, then synchronise: None if the GPU answers, else the error it gives."""
+    debug mode off, then synchronise: None if the GPU answers, else the error it gives.
+
+    Every call names the device: a test (or a learner) may hide the GPU behind a patched is_available(), which
+    torch.cuda's calls without a device consult. A step that fails is left to the synchronisation to judge."""
     try:
+        device = cuda.current_device()
+    except Exception as exc:
+        return _first_line(exc)
+
+    def end_capture() -> None:
         if cuda.is_current_stream_capturing():
-            _end_capture(cuda.current_stream().cuda_stream)
-        default = cuda.default_stream()
-        if cuda.current_stream() != default:
+            _end_capture(cuda.current_stream(device).cuda_stream)
+
+    def default_stream_current() -> None:
+        default = cuda.default_stream(device)
+        if cuda.current_stream(device) != default:
             cuda.set_stream(default)
+
+    def sync_debug_off() -> None:
         if cuda.get_sync_debug_mode() != 0:
             cuda.set_sync_debug_mode(0)  # before synchronize(), which the "error" mode refuses
-        cuda.synchronize()
+
+    for step in (end_capture, default_stream_current, sync_debug_off):
+        with contextlib.suppress(Exception):
+            step()
+    try:
+        cuda.synchronize(device)
     except Exception as exc:  # a sticky error (an illegal address), or a capture on a stream out of reach
         return _first_line(exc)
     return None
 
 
+_no_driver = False  # no CUDA driver (or no cuda-bindings) here: the driver-level check has nothing to ask
+
+
 def _driver_check() -> str | None:
     """Without torch's CUDA, synchronise the context current on this thread if there is one (CuPy's, cuda.core's):
     None if it answers or none exists, else the error it gives. Creates no context."""
+    global _no_driver
+    if _no_driver:
+        return None
     try:
         from cuda.bindings import driver
 
         err, context = driver.cuCtxGetCurrent()  # CUDA_ERROR_NOT_INITIALIZED when nothing used the GPU
+    except Exception:
+        _no_driver = True
+        return None
+    try:
         if err != driver.CUresult.CUDA_SUCCESS or not int(context):
             return None
         (err,) = driver.cuCtxSynchronize()
@@ -339,8 +366,9 @@ def _gpu_after(declared: Declared, verdict: Verdict) -> Verdict | None:
         return None
     _broken_by = declared.label
     said = verdict.detail.strip().splitlines()[0][:300] if not verdict.passed and verdict.detail.strip() else ""
+    same = what.removeprefix("CUDA error: ") in said  # the learner's code raised the error that broke it
     return _restart(declared, f"{declared.label} left the GPU in a broken state ({what})"
-                    + (f"; the check had failed with: {said}" if said and what not in said else ""))
+                    + (f"; the check had failed with: {said}" if said and not same else ""))
 
 
 # ---- the checker -----------------------------------------------------------------------------------------------
@@ -398,8 +426,8 @@ def exercise(number_or_name: int | str, hint: str) -> Callable[[Callable[..., st
             _trials.append(trial)
             try:
                 verdict = Verdict(name, True, body(*args, **kwargs) or "")
-            except NotImplementedError as exc:
-                verdict = Verdict(name, False, f"not implemented yet ({exc})", hint)
+            except NotImplementedError as exc:  # nothing to replay: no seed
+                return Verdict(name, False, f"not implemented yet ({exc})", hint)
             except CheckFailed as exc:
                 verdict = Verdict(name, False, str(exc), exc.hint or hint)
             except Exception as exc:  # the learner's code failed: say what, without a traceback

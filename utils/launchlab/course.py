@@ -40,6 +40,8 @@ class Figure:
     description: str
     # Host-side figures (enqueue, dispatch, sync cost) belong to the host CPU as much as to the GPU.
     host_bound: bool = False
+    # Recorded only when the run shows it (a crossover that may not exist on a GPU): a report may lack it.
+    optional: bool = False
 
 
 @dataclass(frozen=True)

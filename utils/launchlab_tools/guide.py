@@ -92,6 +92,10 @@ def page(root: Path, number: str, data: dict, cols: list[figures.Column]) -> str
                   f"{demo['say']}", ""]
         if demo.get("figures"):
             lines += ["What to expect, from the reference runs:", "", figures.table(demo["figures"], cols), ""]
+            if any(f.host_bound for name in demo["figures"] for f in [course.figure(name)[1]]):
+                lines += ["Figures set by the host CPU move with the classroom's machine as much as its GPU; the "
+                          "reference hosts: " + "; ".join(f"{c.label}: {c.host or 'not recorded'}" for c in cols)
+                          + ".", ""]
     lines += ["## When a claim does not hold on your GPU", "", data["when_a_claim_fails"].strip(), "",
               "## Mistakes learners make", ""]
     for ex in chapter.exercises:

@@ -122,7 +122,7 @@ CHAPTER = Chapter(
             Mistake('cpu_times (the broken timer)', 'classic',
                     "Reports the mean of cupyx benchmark's cpu_times, the host's time without waiting for the GPU."),
             Mistake('median of cpu_times', 'classic', "Reports the median of cupyx benchmark's cpu_times."),
-            Mistake('sum of the gpu_times', 'method', 'Sums gpu_times over all repeats instead of taking one call\'s time.'),
+            Mistake('sum of the gpu_times', 'method', "Sums gpu_times over all repeats instead of taking one call's time."),
             Mistake('benchmark handed fn() instead of fn', 'structure',
                     'Calls fn once and hands its result, not fn, to benchmark.'),
             Mistake('perf_counter, no library, no synchronisation', 'method',

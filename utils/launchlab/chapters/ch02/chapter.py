@@ -49,7 +49,7 @@ CHAPTER = Chapter(
         Exercise(1, 'GPU idle time from a trace', 'check_idle_stats', 'gpu_idle_stats(path, annotation)',
                  runs_on="cpu", mistakes=(
             Mistake('durations summed, overlaps counted twice', 'classic',
-                    'Adds up the GPU events\' durations, counting work that overlaps on two streams twice.'),
+                    "Adds up the GPU events' durations, counting work that overlaps on two streams twice."),
             Mistake('memsets and copies left out', 'classic',
                     'Counts only kernels as GPU work, leaving memsets and copies out of the busy time.'),
             Mistake('window starts at the first GPU work', 'method',

@@ -50,7 +50,7 @@ CHAPTER = Chapter(
         Figure('persistent_break_even_elements', 'elements', "neither",
                "The smallest stage size on the ladder (32 to 16,777,216 elements) from which the persistent kernel "
                "never again beats graph + PDL; recorded only where it beats it at some smaller size.",
-               host_bound=False),
+               host_bound=False, optional=True),
         Figure('triton_graph_us_per_stage', 'us', "lower",
                "Time per stage of the 100-stage, 32-element chain written as Triton kernels and captured into a "
                "PyTorch CUDA graph (median of 5 rounds of triton.testing.do_bench).", host_bound=False),
