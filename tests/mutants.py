@@ -69,7 +69,7 @@ def judge(lab: str, number: int, checker: Callable, answers: list[Answer], call:
     assert {a.kind for a in answers} <= set(KINDS), [a.kind for a in answers if a.kind not in KINDS]
     missing = undeclared(lab, number, answers)
     assert not missing, (f"lab {lab} exercise {number}: wrong answers not declared as mistakes in "
-                         f"launchlab/chapters/ch{lab}/chapter.py: {', '.join(missing)}")
+                         f"launchlab/chapters/ch{lab}/chapter.toml: {', '.join(missing)}")
     exercise = f"lab {lab}, {course.chapter(lab).exercise(number).heading.lower()}" + (f" ({part})" if part else "")
     wrong, caught, mutants = [], 0, 0
     for answer in answers:

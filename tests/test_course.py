@@ -66,12 +66,18 @@ def test_record_and_claim_refuse_a_name_no_chapter_declares(results_dir):
     assert results.record(name, 2.5) == 2.5 and results.load_run()["units"][name] == fig.unit
 
 
-def test_a_duplicate_name_across_chapters_is_refused(monkeypatch):
+def test_a_duplicate_name_across_chapters_is_refused():
     first, second = course.chapters()[:2]
     clash = course.Chapter(**{**second.__dict__, "figures": second.figures + (first.figures[0],)})
-    monkeypatch.setattr(course, "_load", lambda: (first, clash))
     with pytest.raises(course.ModelError, match="unique across the course"):
         course._check_unique((first, clash))
+
+
+def test_a_declaration_with_an_unknown_key_or_bad_toml_is_refused():
+    with pytest.raises(course.ModelError, match="unknown key"):
+        course.read_chapter(CHAPTER_TOML.replace('minutes = 30', 'minutes = 30\nminuets = 2'), "x.toml")
+    with pytest.raises(course.ModelError, match="not valid TOML"):
+        course.read_chapter("number = ", "x.toml")
 
 
 def test_importing_what_notebooks_import_loads_no_maintainers_module():
@@ -98,21 +104,41 @@ def test_no_notebook_imports_the_maintainers_tools(root):
 
 # ---- a throwaway chapter appears everywhere ----------------------------------------------------------------
 
-CHAPTER_PY = '''
-from launchlab.course import Chapter, Claim, Exercise, Figure, Mistake, Needs
+CHAPTER_TOML = """
+number = "99"
+stem = "99_throwaway"
+title = "A throwaway chapter"
+leaves_able_to = "add a chapter in one folder"
+measures = "nothing real"
+minutes = 30
 
-CHAPTER = Chapter(
-    number="99", stem="99_throwaway", title="A throwaway chapter", leaves_able_to="add a chapter in one folder",
-    measures="nothing real", needs=Needs(gpus=0, text="a CPU"), minutes=30,
-    figures=(Figure("throwaway_probe_us", "us", "lower", "a figure only this test records"),),
-    claims=(Claim("a throwaway claim holds"),),
-    exercises=(Exercise(1, "return one", "check_one", "one()", runs_on="cpu", mistakes=(
-        Mistake("returns two", "classic", "returns 2"), Mistake("returns None", "bad value", "forgets to return"),
-        Mistake("returns NaN", "bad value", "returns nan"), Mistake("returns 1000", "unit", "a unit slip"),
-        Mistake("returns '1'", "structure", "a string"), Mistake("returns 1.5", "hard-coded", "types a number"),
-    )),),
-)
-'''
+[needs]
+gpus = 0
+text = "a CPU"
+
+[[figures]]
+name = "throwaway_probe_us"
+unit = "us"
+better = "lower"
+description = "a figure only this test records"
+
+[[claims]]
+name = "a throwaway claim holds"
+
+[[exercises]]
+number = 1
+title = "return one"
+checker = "check_one"
+answer = "one()"
+runs_on = "cpu"
+""" + "".join(f"""
+[[exercises.mistakes]]
+name = "{name}"
+kind = "{kind}"
+what = "{what}"
+""" for name, kind, what in (("returns two", "classic", "returns 2"), ("returns None", "bad value", "forgets to return"),
+                             ("returns NaN", "bad value", "returns nan"), ("returns 1000", "unit", "a unit slip"),
+                             ("returns a string", "structure", "a string"), ("returns 1.5", "hard-coded", "a number")))
 CHECKERS_PY = '''
 from ...checking import CheckFailed, exercise
 
@@ -151,7 +177,7 @@ def throwaway(tmp_path, monkeypatch, root):
     folder = extra / "ch99"
     folder.mkdir(parents=True)
     (folder / "__init__.py").write_text('"""Chapter 99."""\n')
-    (folder / "chapter.py").write_text(CHAPTER_PY)
+    (folder / "chapter.toml").write_text(CHAPTER_TOML)
     (folder / "checkers.py").write_text(CHECKERS_PY)
     (folder / "guide.yml").write_text(GUIDE_YML)
     monkeypatch.setattr(launchlab.chapters, "__path__", [*launchlab.chapters.__path__, str(extra)])

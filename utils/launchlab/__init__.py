@@ -4,7 +4,7 @@ The code that is the lesson stays in the notebooks; this package holds what two 
 plumbing: env (the machine, strict mode, skipping a cell), timing, results (your run, your figure beside the
 reference), report (the GPU report type), course (the course model: every chapter's declared facts), claims,
 plots, trace, graphs, kernels, compat, child (child processes with a deadline), checking (the checker framework)
-and checkers (`for_lab`). Each chapter's folder, chapters/chNN, holds its declaration (chapter.py), its lab's
+and checkers (`for_lab`). Each chapter's folder, chapters/chNN, holds its declaration (chapter.toml), its lab's
 checkers and its instructor's guide. Chapter kits serve one chapter each and say so in their first line:
 devicegraphs (06), decoder (07), ranks (08). The maintainers' tools are the separate package launchlab_tools.
 """

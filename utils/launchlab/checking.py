@@ -406,7 +406,7 @@ def _record(declared: Declared, verdict: Verdict) -> None:
 def exercise(number_or_name: int | str, hint: str) -> Callable[[Callable[..., str]], Callable[..., Verdict]]:
     """Make a checker: its body returns a detail string on success or raises CheckFailed(detail).
 
-    `number_or_name` is the exercise's number in its chapter's model (launchlab/chapters/chNN/chapter.py): the
+    `number_or_name` is the exercise's number in its chapter's model (launchlab/chapters/chNN/chapter.toml): the
     verdicts carry the model's heading ('Exercise 2: choose a bucket') and are stored in this GPU's run. A name
     instead names the verdicts as given (a test's checker). The wrapped checker prints PASS or FAIL with a hint
     (the mistake's own when the body raised one), never a traceback: a stub (NotImplementedError) or any error in

@@ -1,4 +1,4 @@
-"""The course model: every chapter's facts, declared once in `launchlab/chapters/chNN/chapter.py`.
+"""The course model: every chapter's facts, declared once in `launchlab/chapters/chNN/chapter.toml`.
 
 A chapter declares its number, title, the file name of its three notebooks, what it needs, the figures it
 records (name, unit, which way is better, a one-line description), its claims, its exercises and each
@@ -6,14 +6,15 @@ exercise's planted mistakes. Everything else reads them from here: `record` and 
 declares, the checkers take their exercise titles from here, and the maintainers' tools (start page, README
 table, site, figures page, guide, grader, reference run) and the mutation suites read the same objects.
 
-Adding a chapter is adding its folder under `launchlab/chapters/` (chapter.py, checkers.py, guide.yml) and its
-three notebooks; `chapters()` finds it.
+Adding a chapter is adding its folder under `launchlab/chapters/` (chapter.toml, checkers.py, guide.yml) and its
+three notebooks; `chapters()` finds it. The declaration is data, read into the types below and validated.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import importlib.resources
 import pkgutil
 import re
 from collections.abc import Sequence
@@ -166,7 +167,7 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 def validate(ch: Chapter) -> Chapter:
     """The chapter, or ModelError naming what is inconsistent in its declaration."""
-    where = f"launchlab/chapters/ch{ch.number}/chapter.py"
+    where = f"launchlab/chapters/ch{ch.number}/chapter.toml"
     if not _NUMBER.match(ch.number) or not ch.stem.startswith(f"{ch.number}_"):
         raise ModelError(f"{where}: number {ch.number!r} and stem {ch.stem!r} must be 'NN' and 'NN_topic'")
     for kind, names in (("figure", [f.name for f in ch.figures]), ("claim", [c.name for c in ch.claims])):
@@ -195,6 +196,42 @@ def validate(ch: Chapter) -> Chapter:
     return ch
 
 
+def _build(cls, data: dict, where: str):
+    """`cls(**data)`, or ModelError naming the keys that are not fields of `cls`."""
+    import dataclasses as _dc
+
+    names = {f.name for f in _dc.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ModelError(f"{where}: unknown key(s) {', '.join(unknown)} for {cls.__name__} (known: {', '.join(sorted(names))})")
+    try:
+        return cls(**data)
+    except TypeError as exc:
+        raise ModelError(f"{where}: {exc}") from None
+
+
+def read_chapter(text: str, where: str) -> Chapter:
+    """The Chapter a chapter.toml declares."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ModelError(f"{where}: not valid TOML ({exc})") from None
+    exercises = []
+    for i, ex in enumerate(data.pop("exercises", []), 1):
+        mistakes = tuple(_build(Mistake, m, f"{where}, exercise {i}") for m in ex.pop("mistakes", []))
+        exercises.append(_build(Exercise, {**ex, "mistakes": mistakes}, f"{where}, exercise {i}"))
+    return _build(Chapter, {
+        **data,
+        "needs": _build(Needs, data.pop("needs", {}), f"{where} [needs]"),
+        "figures": tuple(_build(Figure, f, f"{where} [[figures]]") for f in data.pop("figures", [])),
+        "claims": tuple(_build(Claim, c, f"{where} [[claims]]") for c in data.pop("claims", [])),
+        "sources": tuple(_build(Source, s, f"{where} [[sources]]") for s in data.pop("sources", [])),
+        "exercises": tuple(exercises),
+    }, where)
+
+
 @functools.lru_cache(maxsize=1)
 def _load() -> tuple[Chapter, ...]:
     from . import chapters as package
@@ -202,11 +239,11 @@ def _load() -> tuple[Chapter, ...]:
     found = []
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
         if info.ispkg and re.fullmatch(r"ch\d\d", info.name):
-            module = importlib.import_module(f"{package.__name__}.{info.name}.chapter")
-            chapter = getattr(module, "CHAPTER", None)
-            if not isinstance(chapter, Chapter) or f"ch{chapter.number}" != info.name:
-                raise ModelError(f"launchlab/chapters/{info.name}/chapter.py must define CHAPTER = Chapter("
-                                 f"number={info.name[2:]!r}, ...)")
+            where = f"launchlab/chapters/{info.name}/chapter.toml"
+            folder = importlib.resources.files(f"{package.__name__}.{info.name}")
+            chapter = read_chapter((folder / "chapter.toml").read_text(encoding="utf-8"), where)
+            if f"ch{chapter.number}" != info.name:
+                raise ModelError(f"{where}: number = {chapter.number!r} in the folder of chapter {info.name[2:]}")
             found.append(validate(chapter))
     _check_unique(found)
     return tuple(found)

@@ -2,7 +2,7 @@
 
 The run your notebooks write is `runs/<gpu>.json`. A figure's reference comes from the committed reports
 (`launchlab.report`): this GPU's report when it holds the figure, else the first report that does, always named
-beside the figure. `record` refuses a figure no chapter declares (launchlab/chapters/chNN/chapter.py), so a typo is
+beside the figure. `record` refuses a figure no chapter declares (launchlab/chapters/chNN/chapter.toml), so a typo is
 an error, not a new figure.
 """
 
@@ -46,7 +46,7 @@ def _write_json(data: dict, path: Path) -> None:
 
 
 class UndeclaredName(KeyError):
-    """A figure or claim that no chapter declares: a typo, or a declaration missing from chapter.py."""
+    """A figure or claim that no chapter declares: a typo, or a declaration missing from chapter.toml."""
 
     def __str__(self) -> str:
         return str(self.args[0])
@@ -57,7 +57,7 @@ def declared_figure(name: str, unit: str | None = None) -> course.Figure:
     found = course.figure(name)
     if found is None:
         raise UndeclaredName(f"record({name!r}): no chapter declares this figure. Check its spelling, or declare "
-                             "it in the chapter's launchlab/chapters/chNN/chapter.py (figures=...)")
+                             "it in the chapter's launchlab/chapters/chNN/chapter.toml (figures=...)")
     ch, fig = found
     if unit is not None and unit != fig.unit:
         raise ValueError(f"record({name!r}): the unit is {unit!r} here but chapter {ch.number} declares "
@@ -84,7 +84,7 @@ def record_claim(name: str, held: bool, detail: str = "", margin: float | None =
     """Store whether a teaching claim held on this GPU, by what margin, its two sides and their rule."""
     if course.declared_claim(name) is None:
         raise UndeclaredName(f"claim({name!r}): no chapter declares this claim. Check its wording, or declare it "
-                             "in the chapter's launchlab/chapters/chNN/chapter.py (claims=...)")
+                             "in the chapter's launchlab/chapters/chNN/chapter.toml (claims=...)")
     run = load_run()
     entry: dict = {"held": bool(held), "detail": detail}
     if margin is not None:

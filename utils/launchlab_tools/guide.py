@@ -26,7 +26,7 @@ KIND_WORDS = {"classic": "the classic mistake", "unit": "a unit slip", "method":
 
 
 def guide_file(chapter: course.Chapter) -> Path:
-    """The chapter's guide.yml, beside its chapter.py."""
+    """The chapter's guide.yml, beside its chapter.toml."""
     import importlib
 
     return Path(importlib.import_module(f"launchlab.chapters.ch{chapter.number}").__file__).parent / "guide.yml"

@@ -68,7 +68,7 @@ def _heading(chapter: course.Chapter | None, number: str, rest: str, where: str)
         raise LabError(f"{where}: {exc}") from exc
     if rest.lstrip(": ").strip() != ex.title:
         raise LabError(f"{where}: the heading says 'Exercise {number}{rest}' but chapter {chapter.number} declares "
-                       f"'{ex.heading}' (launchlab/chapters/ch{chapter.number}/chapter.py); make them agree")
+                       f"'{ex.heading}' (launchlab/chapters/ch{chapter.number}/chapter.toml); make them agree")
     return ex.heading
 
 

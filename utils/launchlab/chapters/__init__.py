@@ -1,1 +1,1 @@
-"""The chapters: a folder each (chapter.py declares its facts, checkers.py checks its lab, guide.yml guides its class)."""
+"""The chapters: a folder each (chapter.toml declares its facts, checkers.py checks its lab, guide.yml guides its class)."""

@@ -1,1 +1,1 @@
-"""Chapter 00, Measuring GPU time: chapter.py (its facts), checkers.py (its lab's checkers), guide.yml (its class)."""
+"""Chapter 00, Measuring GPU time: chapter.toml (its facts), checkers.py (its lab's checkers), guide.yml (its class)."""

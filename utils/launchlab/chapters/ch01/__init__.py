@@ -1,1 +1,1 @@
-"""Chapter 01, Launch cost with CuPy RawKernels: chapter.py (its facts), checkers.py (its lab's checkers), guide.yml (its class)."""
+"""Chapter 01, Launch cost with CuPy RawKernels: chapter.toml (its facts), checkers.py (its lab's checkers), guide.yml (its class)."""

@@ -1,1 +1,1 @@
-"""Chapter 02, PyTorch dispatch overhead: chapter.py (its facts), checkers.py (its lab's checkers), guide.yml (its class)."""
+"""Chapter 02, PyTorch dispatch overhead: chapter.toml (its facts), checkers.py (its lab's checkers), guide.yml (its class)."""

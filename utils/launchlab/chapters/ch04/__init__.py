@@ -1,1 +1,1 @@
-"""Chapter 04, CUDA graphs by stream capture: chapter.py (its facts), checkers.py (its lab's checkers), guide.yml (its class)."""
+"""Chapter 04, CUDA graphs by stream capture: chapter.toml (its facts), checkers.py (its lab's checkers), guide.yml (its class)."""

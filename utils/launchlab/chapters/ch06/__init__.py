@@ -1,1 +1,1 @@
-"""Chapter 06, Device-side graph launch: chapter.py (its facts), checkers.py (its lab's checkers), guide.yml (its class)."""
+"""Chapter 06, Device-side graph launch: chapter.toml (its facts), checkers.py (its lab's checkers), guide.yml (its class)."""

@@ -1,1 +1,1 @@
-"""Chapter 08, Graphs across GPUs: chapter.py (its facts), checkers.py (its lab's checkers), guide.yml (its class)."""
+"""Chapter 08, Graphs across GPUs: chapter.toml (its facts), checkers.py (its lab's checkers), guide.yml (its class)."""

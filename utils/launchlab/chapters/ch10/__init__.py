@@ -1,1 +1,1 @@
-"""Chapter 10, Graphs in real code: chapter.py (its facts), checkers.py (its lab's checkers), guide.yml (its class)."""
+"""Chapter 10, Graphs in real code: chapter.toml (its facts), checkers.py (its lab's checkers), guide.yml (its class)."""
