@@ -73,6 +73,9 @@ class Exercise:
     answer: str                  # the function the learner writes, as its signature: "bucket_for(batch, buckets)"
     runs_on: Literal["gpu", "cpu", "cpu-partial"] = "gpu"   # cpu-partial: a CPU judges part, a GPU the rest
     mistakes: tuple[Mistake, ...] = ()
+    # Whether the checker times anything: an untimed one may share the GPU with other work (the GPU tier runs
+    # the solutions whose exercises are all untimed side by side, before the timed notebooks).
+    timed: bool = True
 
     @property
     def heading(self) -> str:
@@ -137,6 +140,11 @@ class Chapter:
 
     def solution(self) -> str:
         return f"solutions/{self.stem}.ipynb"
+
+    @property
+    def solution_timed(self) -> bool:
+        """Whether any of the lab's checkers times anything."""
+        return any(ex.timed for ex in self.exercises)
 
     def notebook_paths(self) -> tuple[str, str, str]:
         """The lecture, lab and solution, relative to the course root."""

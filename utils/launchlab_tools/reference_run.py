@@ -13,7 +13,9 @@ are kept from the existing report of the same GPU, so a chapter can be re-run al
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
+import multiprocessing
 import os
 import shutil
 import sys
@@ -50,36 +52,61 @@ def execute_in_place(path: Path, env_vars: dict[str, str], cell_timeout: int = 6
     """Run every cell this machine can run, keep outputs, save; return cells, failed, skipped and seconds."""
     nb = nbformat.read(path, as_version=4)
     have = gpu_count()
-    old = {k: os.environ.get(k) for k in env_vars}
-    os.environ.update(env_vars)  # the kernel inherits the environment of this process
     cells = failed = skipped = 0
     start = time.perf_counter()
-    try:
-        client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(path.parent)}})
-        with client.setup_kernel():
-            for index, cell in enumerate(nb.cells):
-                if cell.cell_type != "code":
-                    continue
-                cells += 1
-                if needs_gpus(cell) > have:
-                    skipped += 1
-                    continue
-                try:
-                    client.execute_cell(cell, index)
-                except (CellExecutionError, CellTimeoutError) as exc:
-                    failed += 1
-                    first = str(exc).strip().splitlines()[-1:] or [""]
-                    print(f"  {path.name} cell {index} failed: {first[0][:200]}", file=sys.stderr)
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    # shutdown_kernel="immediate": nothing is measured while a finished notebook's kernel goes away. The kernel
+    # gets this process's environment with env_vars on top (never by changing this process's own).
+    client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", shutdown_kernel="immediate",
+                            resources={"metadata": {"path": str(path.parent)}})
+    with client.setup_kernel(env={**os.environ, **env_vars}):
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            cells += 1
+            if needs_gpus(cell) > have:
+                skipped += 1
+                continue
+            try:
+                client.execute_cell(cell, index)
+            except (CellExecutionError, CellTimeoutError) as exc:
+                failed += 1
+                first = str(exc).strip().splitlines()[-1:] or [""]
+                print(f"  {path.name} cell {index} failed: {first[0][:200]}", file=sys.stderr)
     seconds = time.perf_counter() - start
     nbformat.write(nb, path)
     return {"cells": cells, "failed": failed, "skipped": skipped, "seconds": round(seconds, 1)}
+
+
+def _untimed_solution(root: Path, path: Path) -> bool:
+    """A solution whose checkers time nothing (so it may share the GPU)."""
+    rel = path.relative_to(root).as_posix()
+    chapter = course.chapter_of_path(rel)
+    return rel.startswith("solutions/") and chapter is not None and not chapter.solution_timed
+
+
+def _run_one(root: Path, path: Path, env_vars: dict[str, str], results_dir: str) -> tuple[str, dict, dict]:
+    """Execute one notebook with a results folder of its own: (its path, its entry, the run it recorded)."""
+    rel = path.relative_to(root).as_posix()
+    own_dir = Path(results_dir) / path.stem / rel.split("/")[0]
+    own_dir.mkdir(parents=True, exist_ok=True)
+    print(f"running {rel} ({len(code_sources(nbformat.read(path, as_version=4)))} code cells)", flush=True)
+    # A solution's checkers judge it SOLUTION_TRIALS times: a right answer must pass every run, not most.
+    trials = SOLUTION_TRIALS if rel.startswith("solutions/") else 1
+    entry = execute_in_place(path, {**env_vars, "LAUNCHLAB_CHECK_TRIALS": str(trials),
+                                    "LAUNCHLAB_RESULTS_DIR": str(own_dir)})
+    if trials > 1:
+        entry["check_trials"] = trials
+    print(f"  {rel}: {entry}", flush=True)
+    run_file = own_dir / f"{gpu_slug()}.json"
+    return rel, entry, json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
+
+
+def _merge_run(run: dict, own: dict) -> None:
+    """Add one notebook's recorded figures, units, claims and verdicts to the whole run."""
+    for key in ("metrics", "units", "claims"):
+        run.setdefault(key, {}).update(own.get(key, {}))
+    for chapter, verdicts_ in own.get("verdicts", {}).items():
+        run.setdefault("verdicts", {}).setdefault(chapter, {}).update(verdicts_)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,19 +130,22 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as results_dir:
         env_vars = {"LAUNCHLAB_STRICT": "1", "LAUNCHLAB_RESULTS_DIR": results_dir, "LAUNCHLAB_ROOT": str(root),
                     "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
-        for path in paths:
-            rel = path.relative_to(root).as_posix()
-            print(f"running {rel} ({len(code_sources(nbformat.read(path, as_version=4)))} code cells)", flush=True)
-            # A solution's checkers judge it SOLUTION_TRIALS times: a right answer must pass every run, not most.
-            trials = SOLUTION_TRIALS if rel.startswith("solutions/") else 1
-            entries[rel] = execute_in_place(path, {**env_vars, "LAUNCHLAB_CHECK_TRIALS": str(trials)})
-            if trials > 1:
-                entries[rel]["check_trials"] = trials
-            print(f"  {entries[rel]}", flush=True)
-        run_file = Path(results_dir) / f"{gpu_slug()}.json"
-        run = json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
-        for item in Path(results_dir).iterdir():  # the profiler traces the notebooks saved
-            if item.is_dir():
+        untimed = [p for p in paths if _untimed_solution(root, p)]
+        run = {}
+        if untimed:  # first, side by side: nothing they do is timed, and nothing timed runs beside them
+            print(f"running {len(untimed)} solutions whose checkers time nothing, side by side", flush=True)
+            # Each in a process of its own (a notebook client per process), all at once.
+            spawn = multiprocessing.get_context("spawn")   # a fresh interpreter: this one has initialised CUDA
+            with concurrent.futures.ProcessPoolExecutor(max_workers=len(untimed), mp_context=spawn) as pool:
+                for rel, entry, own in pool.map(_run_one, [root] * len(untimed), untimed, [env_vars] * len(untimed),
+                                                [results_dir] * len(untimed)):
+                    entries[rel] = entry
+                    _merge_run(run, own)
+        for path in (p for p in paths if p not in untimed):
+            rel, entries[rel], own = _run_one(root, path, env_vars, results_dir)
+            _merge_run(run, own)
+        for item in Path(results_dir).rglob("*"):  # the profiler traces the notebooks saved
+            if item.is_dir() and item.parent.name != Path(results_dir).name and item.name == "traces":
                 shutil.copytree(item, root / "runs" / "reference" / item.name, dirs_exist_ok=True)
     for rel, entry in entries.items():
         entry["source_sha256"] = source_sha256(root / rel)
