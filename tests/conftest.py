@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -48,18 +49,50 @@ def lenient_checkers(monkeypatch, capsys, results_dir):
     capsys.readouterr()
 
 
+_SUITE_TEST = re.compile(r"test_lab(\d\d)_exercise(\d+)")
+
+
+def pytest_collection_modifyitems(items):
+    """A GPU test of an exercise whose checker times nothing (the course model says so) may share the GPU: it is
+    marked `concurrent`, and the GPU tier runs it in parallel with the labs instead of one at a time."""
+    from launchlab import course
+
+    for item in items:
+        match = _SUITE_TEST.match(item.name)
+        if not match or item.get_closest_marker("gpu") is None:
+            continue
+        try:
+            exercise = course.chapter(match.group(1)).exercise(int(match.group(2)))
+        except course.ModelError:
+            continue
+        if not exercise.timed:
+            item.add_marker(pytest.mark.concurrent)
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
-    """Keep each phase's report on the test item, so fixtures can see whether the test failed."""
+    """Keep each phase's report on the test item, so fixtures can see whether the test failed; the mutation
+    table's rows a test added travel on its report (a pytest-xdist worker's rows reach the controller so)."""
+    from mutants import TABLE
+
     report = yield
     setattr(item, f"rep_{report.when}", report)
+    if report.when == "call":
+        start = getattr(item, "_table_start", len(TABLE))
+        report.user_properties.append(("mutation_rows", TABLE[start:]))
     return report
+
+
+def pytest_runtest_setup(item):
+    from mutants import TABLE
+
+    item._table_start = len(TABLE)
 
 
 def pytest_terminal_summary(terminalreporter):
     """The mutation suite's table: every exercise judged in this run, its wrong answers and how many were caught."""
-    from mutants import TABLE
-
+    TABLE = [row for reports in terminalreporter.stats.values() for report in reports
+             for name, rows in getattr(report, "user_properties", []) if name == "mutation_rows" for row in rows]
     if not TABLE:
         return
     width = max(len(r["exercise"]) for r in TABLE)
