@@ -81,7 +81,8 @@ class Report:
         problems = validate(data)
         if problems:
             raise ReportError(f"{where}: " + "; ".join(problems))
-        return cls(**{k: (dict(data[k]) if isinstance(data.get(k), dict) else data.get(k)) for k in SCHEMA})
+        mappings = ("notebooks", "metrics", "units", "claims")
+        return cls(**{k: dict(data.get(k) or {}) if k in mappings else data.get(k) for k in SCHEMA})
 
     @classmethod
     def load(cls, path: Path) -> Report:

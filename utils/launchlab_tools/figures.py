@@ -136,7 +136,7 @@ def describe(name: str) -> str:
     """A figure as a reader meets it: its description, which way is better, whether the host sets it, its name."""
     found = course.figure(name)
     if found is None:
-        return f"`{name}` (no chapter declares it any more)"
+        return f"no chapter declares it any more: `{name}`"
     fig = found[1]
     notes = [w for w in (BETTER_WORDS[fig.better], "set by the host CPU" if fig.host_bound else "") if w]
     return f"{fig.description}" + (f" ({'; '.join(notes)})" if notes else "") + f" `{name}`"
