@@ -288,20 +288,12 @@ def chapter(number: str) -> Chapter:
 
 def figure(name: str) -> tuple[Chapter, Figure] | None:
     """(chapter, figure) that declares `name`, or None."""
-    for ch in _load():
-        f = ch.figure(name)
-        if f is not None:
-            return ch, f
-    return None
+    return next(((ch, f) for ch in _load() if (f := ch.figure(name)) is not None), None)
 
 
 def declared_claim(name: str) -> tuple[Chapter, Claim] | None:
     """(chapter, claim) that declares `name`, or None."""
-    for ch in _load():
-        c = ch.claim(name)
-        if c is not None:
-            return ch, c
-    return None
+    return next(((ch, c) for ch in _load() if (c := ch.claim(name)) is not None), None)
 
 
 def chapter_of_module(module: str) -> Chapter | None:

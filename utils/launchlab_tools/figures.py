@@ -14,7 +14,6 @@ import io
 import json
 import math
 import os
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field

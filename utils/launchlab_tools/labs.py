@@ -6,7 +6,6 @@ exercises end with live in `launchlab.checking` (the framework) and `launchlab/c
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
@@ -15,6 +14,8 @@ import nbformat
 
 from launchlab import course
 from launchlab.env import repo_root
+
+from .notebooks import regenerate_main
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
@@ -122,20 +123,8 @@ def generate(root: Path | None = None, check: bool = False) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: regenerate labs/ (default) or check that they are current."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--check", action="store_true", help="only report labs that differ from solutions/")
-    args = parser.parse_args(argv)
-    try:
-        concerned = generate(check=args.check)
-    except LabError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.check and concerned:
-        print("labs out of date (run `make labs`): " + ", ".join(concerned), file=sys.stderr)
-        return 1
-    print(("regenerated: " + ", ".join(concerned)) if concerned else "labs are current")
-    return 0
+    """Command line: regenerate the labs, or with --check only compare."""
+    return regenerate_main(argv, __doc__, generate, (LabError,), "the labs")
 
 
 if __name__ == "__main__":

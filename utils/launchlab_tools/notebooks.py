@@ -92,3 +92,24 @@ def cuda_sources(source: str) -> list[str]:
     return [n.value for n in ast.walk(tree)
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in in_fstrings
             and _KERNEL.search(n.value)]
+
+
+def regenerate_main(argv: list[str] | None, doc: str, generate, errors: tuple[type[Exception], ...], what: str) -> int:
+    """The command line of a tool that regenerates files (or with --check only compares): 0 current or written,
+    1 out of date under --check, 2 an error it explains. `generate(check=...)` returns the files that differed."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description=doc)
+    parser.add_argument("--check", action="store_true", help=f"only report whether {what} are out of date")
+    args = parser.parse_args(argv)
+    try:
+        differ = generate(check=args.check)
+    except errors as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.check and differ:
+        print(f"out of date (run `make labs`): {', '.join(differ)}", file=sys.stderr)
+        return 1
+    print(("regenerated: " + ", ".join(differ)) if differ else f"{what} are current")
+    return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from launchlab.env import environment, gpu_count, tier_gpus
+
 from .notebooks import needs_gpus
 
 _skipped: dict[str, list[str]] = {"gpu": [], "multi-gpu": []}

@@ -26,6 +26,7 @@ from pathlib import Path
 import nbformat
 
 from launchlab.env import repo_root
+
 from .notebooks import course_notebooks
 
 SCROLLING = {"scroll": True, "autolaunch": False}  # RISE's notebook settings: long slides scroll

@@ -9,7 +9,6 @@ Run `python -m launchlab_tools.start_page` to regenerate both (`make labs` does)
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ from launchlab.env import repo_root
 from launchlab.report import load_all
 from launchlab.results import short_gpu
 
-from .notebooks import source_sha256
+from .notebooks import regenerate_main, source_sha256
 
 START_PAGE = "START_HERE.ipynb"
 README = "README.md"
@@ -131,20 +130,8 @@ def generate(root: Path | None = None, check: bool = False) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: regenerate the start page, or check that it is current."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--check", action="store_true", help="only report whether the start page is out of date")
-    args = parser.parse_args(argv)
-    try:
-        differ = generate(check=args.check)
-    except ValueError as exc:
-        print(f"start_page: {exc}", file=sys.stderr)
-        return 2
-    if args.check and differ:
-        print(f"out of date: {', '.join(differ)} (run `make labs`)", file=sys.stderr)
-        return 1
-    print(("regenerated: " + ", ".join(differ)) if differ else f"{START_PAGE} and the {README} syllabus are current")
-    return 0
+    """Command line: regenerate the start page and the README syllabus, or with --check only compare."""
+    return regenerate_main(argv, __doc__, generate, (ValueError,), "the start page and the README syllabus")
 
 
 if __name__ == "__main__":
