@@ -127,11 +127,28 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"not run here: {path.relative_to(root).as_posix()} (its GPU cells need more GPUs than "
                       f"this machine's {gpu_count()}; the CPU tier runs its other cells)", flush=True)
     entries: dict[str, dict] = {}
+    run: dict = {}
+    path = report_path(root)
+    old = Report.load(path) if path.exists() else Report(gpu=environment().gpu_name)
+    declared = {f.name for ch in course.chapters() for f in ch.figures} | {
+        c.name for ch in course.chapters() for c in ch.claims}
+
+    def write_report() -> Report:
+        """The report with every notebook run so far: written after each one, so a run stopped midway keeps
+        what it measured."""
+        for rel, entry in entries.items():
+            entry["source_sha256"] = source_sha256(root / rel)
+            found = verdicts(run, rel)
+            if found:
+                entry["verdicts"] = found
+        merged = old.merged({rel: dict(sorted(e.items())) for rel, e in entries.items()}, run, declared)
+        merged.write(path)
+        return merged
+
     with tempfile.TemporaryDirectory() as results_dir:
         env_vars = {"LAUNCHLAB_STRICT": "1", "LAUNCHLAB_RESULTS_DIR": results_dir, "LAUNCHLAB_ROOT": str(root),
                     "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
         untimed = [p for p in paths if _untimed_solution(root, p)]
-        run = {}
         if untimed:  # first, side by side: nothing they do is timed, and nothing timed runs beside them
             print(f"running {len(untimed)} solutions whose checkers time nothing, side by side", flush=True)
             # Each in a process of its own (a notebook client per process), all at once.
@@ -141,23 +158,15 @@ def main(argv: list[str] | None = None) -> int:
                                                 [results_dir] * len(untimed)):
                     entries[rel] = entry
                     _merge_run(run, own)
-        for path in (p for p in paths if p not in untimed):
-            rel, entries[rel], own = _run_one(root, path, env_vars, results_dir)
+            write_report()
+        for notebook in (p for p in paths if p not in untimed):
+            rel, entries[rel], own = _run_one(root, notebook, env_vars, results_dir)
             _merge_run(run, own)
+            write_report()
         for item in Path(results_dir).rglob("*"):  # the profiler traces the notebooks saved
             if item.is_dir() and item.parent.name != Path(results_dir).name and item.name == "traces":
                 shutil.copytree(item, root / "runs" / "reference" / item.name, dirs_exist_ok=True)
-    for rel, entry in entries.items():
-        entry["source_sha256"] = source_sha256(root / rel)
-        found = verdicts(run, rel)
-        if found:
-            entry["verdicts"] = found
-    path = report_path(root)
-    old = Report.load(path) if path.exists() else Report(gpu=environment().gpu_name)
-    declared = {f.name for ch in course.chapters() for f in ch.figures} | {
-        c.name for ch in course.chapters() for c in ch.claims}
-    report = old.merged({rel: dict(sorted(e.items())) for rel, e in entries.items()}, run, declared)
-    report.write(path)
+    write_report()
     failed = sum(r["failed"] for r in entries.values())
     ran = Report(gpu=report.gpu, claims=run.get("claims", {}))
     bad_claims = ran.failed_claims()
