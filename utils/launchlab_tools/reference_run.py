@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         for item in Path(results_dir).rglob("*"):  # the profiler traces the notebooks saved
             if item.is_dir() and item.parent.name != Path(results_dir).name and item.name == "traces":
                 shutil.copytree(item, root / "runs" / "reference" / item.name, dirs_exist_ok=True)
-    write_report()
+    report = write_report()
     failed = sum(r["failed"] for r in entries.values())
     ran = Report(gpu=report.gpu, claims=run.get("claims", {}))
     bad_claims = ran.failed_claims()
