@@ -29,10 +29,10 @@ def test_static_cache_decodes_what_a_cache_free_loop_decodes():
     assert len(set(cached[0].tolist())) > 5, "greedy decoding should wander, not repeat one token"
 
 
-def test_write_kv_writes_one_slot_in_place():
+def test_the_default_writer_writes_one_slot_in_place():
     cache, new = torch.zeros(2, 3, 8, 4), torch.ones(2, 3, 1, 4)
     address = cache.data_ptr()
-    decoder.write_kv(cache, new, torch.tensor([5]))
+    decoder._index_copy_write(cache, new, torch.tensor([5]))
     assert cache.data_ptr() == address
     assert cache[:, :, 5].eq(1).all() and cache.sum() == new.sum()
 

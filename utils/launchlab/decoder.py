@@ -42,8 +42,11 @@ TINY = DecoderConfig(layers=2, width=64, heads=4, vocab=128, max_len=48)  # runs
 WriteKV = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], object]
 
 
-def write_kv(cache: torch.Tensor, new: torch.Tensor, pos: torch.Tensor) -> None:
-    """Write this step's keys or values [batch, heads, 1, head_dim] into the cache at `pos`, in place."""
+def _index_copy_write(cache: torch.Tensor, new: torch.Tensor, pos: torch.Tensor) -> None:
+    """Write this step's keys or values [batch, heads, 1, head_dim] into the cache at `pos`, in place.
+
+    Private: it is the answer to lab 07's exercise 1, and a lab never hands out its answer.
+    """
     # index_copy_ takes the position as a tensor: no copy to the host, the same kernel at every step.
     cache.index_copy_(2, pos, new)
 
@@ -57,7 +60,7 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 class Attention(nn.Module):
     """Causal self-attention for one new token over a static KV cache."""
 
-    def __init__(self, config: DecoderConfig, write: WriteKV = write_kv):
+    def __init__(self, config: DecoderConfig, write: WriteKV = _index_copy_write):
         super().__init__()
         self.config, self.write = config, write
         self.qkv = nn.Linear(config.width, 3 * config.width, bias=False)
@@ -81,7 +84,7 @@ class Attention(nn.Module):
 class Block(nn.Module):
     """Pre-norm transformer block: attention and a GELU MLP, each with a residual."""
 
-    def __init__(self, config: DecoderConfig, write: WriteKV = write_kv):
+    def __init__(self, config: DecoderConfig, write: WriteKV = _index_copy_write):
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(config.width), nn.LayerNorm(config.width)
         self.attn = Attention(config, write)
@@ -96,7 +99,7 @@ class Block(nn.Module):
 class TinyDecoder(nn.Module):
     """Embedding, `layers` blocks, a final norm and the vocabulary head; forward(token, pos) -> logits."""
 
-    def __init__(self, config: DecoderConfig, write: WriteKV = write_kv):
+    def __init__(self, config: DecoderConfig, write: WriteKV = _index_copy_write):
         super().__init__()
         self.config = config
         self.embed = nn.Embedding(config.vocab, config.width)
@@ -119,7 +122,7 @@ class TinyDecoder(nn.Module):
         return self.head(self.norm(x))[:, 0, :]
 
 
-def make_decoder(config: DecoderConfig, device: str | torch.device, write: WriteKV = write_kv,
+def make_decoder(config: DecoderConfig, device: str | torch.device, write: WriteKV = _index_copy_write,
                  seed: int = 0) -> TinyDecoder:
     """The model with seeded random weights, in evaluation mode on `device`."""
     torch.manual_seed(seed)
