@@ -123,15 +123,15 @@ def test_lab08_exercise1_functional_all_reduce(monkeypatch, capsys):
 
 def clip_by_global_norm(grad, max_norm, all_reduce):
     total = all_reduce(grad.norm() ** 2, "squared norm").sqrt()
-    if total > max_norm:
-        grad.mul_(max_norm / total)
+    grad.mul_((max_norm / (total + 1e-6)).clamp(max=1.0))
     return grad
 
 
-def clamped_scale(grad, max_norm, all_reduce):
-    """Right, written differently: clip_grad_norm_'s way, a scale clamped at 1 and always applied."""
+def decided_on_the_host(grad, max_norm, all_reduce):
+    """Right, written differently: a Python if on the global norm (a host sync, but the same on every rank)."""
     total = all_reduce(grad.pow(2).sum(), "squared norm").sqrt()
-    grad.mul_((max_norm / (total + 1e-6)).clamp(max=1.0))
+    if total > max_norm:
+        grad.mul_(max_norm / total)
     return grad
 
 
@@ -222,8 +222,8 @@ def clipped_not_returned(grad, max_norm, all_reduce):
 
 
 CLIP_TOGETHER = [
-    Answer("the squared norm all-reduced first (the course's)", "right", clip_by_global_norm),
-    Answer("a clamped scale, always applied", "right", clamped_scale),
+    Answer("the squared norm all-reduced first, a clamped scale (the course's)", "right", clip_by_global_norm),
+    Answer("a Python if on the global norm", "right", decided_on_the_host),
     Answer("dist.all_reduce directly", "right", with_dist_directly),
     Answer("global norm, but each rank decides from its own", "classic", global_norm_local_decision),
     Answer("each rank's own norm, no collective", "classic", own_norm_only),
@@ -327,6 +327,25 @@ def capture_one_round(x, steps):  # `steps` ignored: the mean once, the same val
     return graph
 
 
+def capture_half_rounds(x, steps):  # after the first round every rank holds the mean: the value cannot tell
+    world = dist.get_world_size()
+
+    def step():
+        for _ in range(steps // 2):
+            dist.all_reduce(x)
+            x.div_(world)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph
+
+
 def capture_divided_once(x, steps):  # all the rounds, then one division
     world = dist.get_world_size()
 
@@ -423,6 +442,7 @@ GRAPHED_ANSWERS = [
     Answer("warm-up on the current stream, times 1/world", "right", capture_mean_scaled),
     Answer("no division: the sum", "classic", capture_sum),
     Answer("one round, `steps` ignored", "structure", capture_one_round),
+    Answer("half the rounds", "structure", capture_half_rounds),
     Answer("one division after all the rounds", "method", capture_divided_once),
     Answer("divided by steps, not by the world size", "unit", capture_divided_by_steps),
     Answer("the graph reduces a copy of x", "structure", capture_on_a_copy),
@@ -442,4 +462,5 @@ def test_lab08_exercise2_graphed_mean(monkeypatch, capsys):
     assert not wrong, "\n".join(wrong)
     assert "differs from the mean" in verdicts["capture_sum"].detail
     assert "kernels for 4 rounds" in verdicts["capture_one_round"].detail
+    assert "2 NCCL kernels for 4 rounds" in verdicts["capture_half_rounds"].detail
     assert "never your Python" in verdicts["replayed_eagerly"].hint

@@ -17,8 +17,8 @@ from . import child
 from .child import ChildRun, result, say
 from .env import CellSkipped, gpu_count
 
-__all__ = ["ChildRun", "NotEnoughGPUs", "RankRun", "Watchdog", "init", "require_gpus", "result", "run_ranks", "say",
-           "shutdown", "unrolled"]
+__all__ = ["MULTICAST_OFF", "ChildRun", "NotEnoughGPUs", "RankRun", "Watchdog", "init", "require_gpus", "result",
+           "run_ranks", "say", "shutdown", "unrolled"]
 
 
 class NotEnoughGPUs(CellSkipped):
@@ -36,16 +36,21 @@ def require_gpus(count: int) -> None:
 
 RankRun = ChildRun  # what a torchrun child did: see launchlab.child
 
+# NVLink multicast (NVLS) stays off in every rank, whatever the caller passes, as everywhere in this course: NCCL,
+# symmetric memory and NVSHMEM then use their ordinary algorithms on every machine.
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
 
 def run_ranks(script: str, nprocs: int = 2, args: tuple[str, ...] = (), timeout_s: float = 120.0,
               env: dict[str, str] | None = None, echo: bool = True) -> ChildRun:
-    """Run `script` on `nprocs` ranks with torchrun (--standalone), echoing its output as it comes."""
+    """Run `script` on `nprocs` ranks with torchrun (--standalone), echoing its output as it comes; every rank
+    starts with NVLink multicast off (MULTICAST_OFF)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ranks_program.py"
         path.write_text(script, encoding="utf-8")
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nprocs}",
                    str(path), *args]
-        return child.run(command, timeout_s, echo=echo, env=env, cwd=tmp)
+        return child.run(command, timeout_s, echo=echo, env={**(env or {}), **MULTICAST_OFF}, cwd=tmp)
 
 
 # ---- inside a rank: what every program of chapter 08 and its checkers starts with ------------------------------
@@ -91,7 +96,7 @@ class Watchdog:
 
 def unrolled(all_reduce, layers: int):
     """f(x, w): `layers` times x = all_reduce(tanh(x @ w)), written out straight, as dynamo sees a model's
-    forward (it cannot resume a graph inside a loop or a nested call after a break)."""
+    forward (it cannot resume a graph inside a loop after a break: the whole frame would run eagerly)."""
     body = "".join("    x = all_reduce(torch.tanh(x @ w))\n" for _ in range(layers))
     import torch
 
