@@ -5,8 +5,8 @@ import json
 import pytest
 
 from launchlab import course, results
-from launchlab.claims import ClaimFailed, ClaimRefused, Comparison, Side, agrees, claim, higher, lower
 from launchlab import report as report_module
+from launchlab.claims import ClaimFailed, ClaimRefused, Comparison, Side, agrees, claim, higher, lower
 from launchlab.report import Report
 
 
@@ -71,7 +71,9 @@ def test_comparisons_join_to_the_narrower_margin_and_name_a_narrow_one(results_d
 def test_agreement_and_bad_values():
     assert agrees(("events", 10.3), ("spin timer", 10.0), within=0.05).held
     assert not agrees(("events", 13.0), ("spin timer", 10.0), within=0.05).held
-    assert not lower(("x", float("nan")), ("y", 1.0)).held and not higher(("x", 1.0), ("y", 0.0)).held
+    assert not lower(("x", float("nan")), ("y", 1.0)).held and not higher(("x", float("inf")), ("y", 1.0)).held
+    assert higher(("tail", 1.0), ("p1 to median", 0.0), by=3).held, "a zero baseline: the rule holds as written"
+    assert not lower(("x", 2.0), ("y", 0.0)).held
     assert not lower(("x", 1.0), ("y", 1.0)).held, "equal is not lower"
 
 
@@ -166,6 +168,17 @@ def test_a_merge_drops_names_no_chapter_declares_any_more():
                         declared={"kept_us", "new_us", "kept", "new name"})
     assert report.claims == {"kept": {"held": True}, "new name": {"held": True}}
     assert report.metrics == {"kept_us": 2.0, "new_us": 3.0} and set(report.units) == {"kept_us", "new_us"}
+
+
+def test_a_rerun_notebook_drops_what_it_no_longer_records_and_unknown_notebooks_go():
+    old = Report(gpu="G", notebooks={"notebooks/00.ipynb": {"metrics": ["old_us"], "claims": ["old"]},
+                                     "notebooks/01.ipynb": {"metrics": ["kept_us"], "claims": []},
+                                     "notebooks/99_gone.ipynb": {}},
+                 metrics={"old_us": 1.0, "kept_us": 2.0}, claims={"old": {"held": True}})
+    report = old.merged({"notebooks/00.ipynb": {"metrics": ["new_us"], "claims": []}},
+                        {"metrics": {"new_us": 3.0}}, known_paths={"notebooks/00.ipynb", "notebooks/01.ipynb"})
+    assert report.metrics == {"kept_us": 2.0, "new_us": 3.0} and report.claims == {}
+    assert set(report.notebooks) == {"notebooks/00.ipynb", "notebooks/01.ipynb"}
 
 
 def test_a_report_round_trips_and_its_schema_refuses_strangers(tmp_path):

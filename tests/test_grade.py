@@ -9,8 +9,8 @@ import json
 import nbformat
 import pytest
 
-from launchlab_tools import grade
 from launchlab.env import repo_root
+from launchlab_tools import grade
 
 ROOT = repo_root()
 SOLUTION = ROOT / "solutions" / "09_past_graphs.ipynb"
@@ -68,7 +68,7 @@ def test_a_notebook_that_hangs_is_reported_and_the_next_one_still_graded(tmp_pat
     out = tmp_path / "class.json"
     paths = [planted(tmp_path, "dies", dies), tmp_path / "09_past_graphs.ipynb", SOLUTION]
     paths[1].write_text("{ not a notebook")
-    assert grade.main([*map(str, paths), "--json", str(out)]) == 0
+    assert grade.main([*map(str, paths), "--json", str(out)]) == 1, "a notebook that could not be graded"
     grades = {g["notebook"]: g for g in json.loads(out.read_text())}
     died, unreadable, fine = (grades[str(p)] for p in paths)
     assert died["exercises"][RUNG]["verdict"] == grade.ERROR

@@ -7,7 +7,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from launchlab_tools.notebooks import course_notebooks, cuda_sources, source_sha256, untagged_reads_of_tagged_names
+from launchlab_tools.notebooks import (
+    course_notebooks,
+    cuda_sources,
+    source_sha256,
+    untagged_reads_of_tagged_names,
+)
 
 ALL = course_notebooks(dirs=("notebooks", "solutions", "labs"))
 IDS = [p.relative_to(p.parents[1]).as_posix() for p in ALL]

@@ -12,10 +12,10 @@ import importlib
 import pytest
 
 import mutants
+from launchlab import course
 from launchlab.env import gpu_count
 
-LABS = [f"{n:02d}" for n in range(11)]
-MULTI_GPU_LABS = {"08": 2}  # lab 08 runs two ranks, one GPU each
+LABS = [ch.number for ch in course.chapters() if ch.exercises]
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def _where(suite: mutants.Suite, answer: mutants.Answer) -> str:
 @pytest.mark.gpu
 @pytest.mark.parametrize("lab", LABS)
 def test_a_labs_wrong_answers_then_its_right_ones_in_one_process(lab, _not_strict):
-    needed = MULTI_GPU_LABS.get(lab, 1)
+    needed = max(1, course.chapter(lab).needs.gpus)   # lab 08 runs two ranks, one GPU each
     if gpu_count() < needed:
         pytest.skip(f"lab {lab} needs {needed} CUDA GPUs")
     importlib.import_module(f"test_mutants_lab{lab}")  # its suite(...) declarations register it

@@ -5,7 +5,6 @@ import json
 import nbformat
 
 from launchlab_tools import reference_run as reference
-from launchlab_tools.notebooks import source_sha256
 
 
 def test_execute_in_place_counts_cells_and_keeps_outputs(tmp_path):

@@ -2,8 +2,8 @@
 
 import nbformat
 
-from launchlab_tools import slides
 from launchlab.env import repo_root
+from launchlab_tools import slides
 
 ROOT = repo_root()
 

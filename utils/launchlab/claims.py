@@ -88,25 +88,33 @@ def _by(by: float) -> float:
     return by
 
 
-def _order(ours: Side, baseline: Side, rule: str, ratio_fn, by: float) -> Comparison:
-    if not (math.isfinite(ours.value) and math.isfinite(baseline.value) and ours.value > 0 and baseline.value > 0):
+def _order(ours: Side, baseline: Side, rule: str, holds_fn, margin_fn, by: float) -> Comparison:
+    """The rule evaluated as written on the two values; a non-finite side (a measurement that went wrong) fails."""
+    a, b = ours.value, baseline.value
+    if not (math.isfinite(a) and math.isfinite(b)):
         return Comparison(ours, baseline, rule, False, float("nan"), False)
-    ratio, swapped = ratio_fn(ours.value, baseline.value), ratio_fn(baseline.value, ours.value)
-    return Comparison(ours, baseline, rule, ratio > by, ratio / by - 1, swapped > by)
+    return Comparison(ours, baseline, rule, holds_fn(a, b, by), margin_fn(a, b, by), holds_fn(b, a, by))
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    """numerator / denominator, infinite when the denominator is 0 or below (the rule then holds by any factor)."""
+    return numerator / denominator if denominator > 0 else math.inf
 
 
 def lower(ours: tuple[str, float], baseline: tuple[str, float], by: float = 1.0, config: str = "") -> Comparison:
     """Ours is lower than the baseline by at least `by` (ours x by < baseline): a time, a cost, a count."""
     by = _by(by)
     rule = "ours < baseline" + (f" / {by:g}" if by != 1 else "")
-    return _order(_side(ours), _side(baseline, config), rule, lambda a, b: b / a, by)
+    return _order(_side(ours), _side(baseline, config), rule, lambda a, b, f: a * f < b,
+                  lambda a, b, f: _ratio(b, a * f) - 1, by)
 
 
 def higher(ours: tuple[str, float], baseline: tuple[str, float], by: float = 1.0, config: str = "") -> Comparison:
     """Ours is higher than the baseline by at least `by` (ours > by x baseline): a rate, a speed-up, a fraction."""
     by = _by(by)
     rule = "ours > " + (f"{by:g} x " if by != 1 else "") + "baseline"
-    return _order(_side(ours), _side(baseline, config), rule, lambda a, b: a / b, by)
+    return _order(_side(ours), _side(baseline, config), rule, lambda a, b, f: a > f * b,
+                  lambda a, b, f: _ratio(a, b * f) - 1, by)
 
 
 def agrees(ours: tuple[str, float], baseline: tuple[str, float], within: float, config: str = "") -> Comparison:

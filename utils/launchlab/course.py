@@ -144,7 +144,7 @@ class Chapter:
     @property
     def solution_timed(self) -> bool:
         """Whether any of the lab's checkers times anything."""
-        return any(ex.timed for ex in self.exercises)
+        return not self.exercises or any(ex.timed for ex in self.exercises)
 
     def notebook_paths(self) -> tuple[str, str, str]:
         """The lecture, lab and solution, relative to the course root."""

@@ -36,6 +36,8 @@ NOTEBOOK_KEYS: dict[str, str] = {
     "seconds": "wall time of the notebook's run",
     "verdicts": "(solutions) {exercise heading: PASS | FAIL}",
     "check_trials": "(solutions) how many times each checker judged its answer",
+    "metrics": "the figures this notebook recorded (a re-run drops the ones it no longer records)",
+    "claims": "the claims this notebook checked (likewise)",
 }
 REQUIRED_NOTEBOOK_KEYS = ("source_sha256", "cells", "failed", "skipped", "seconds")
 CLAIM_KEYS: dict[str, str] = {
@@ -127,23 +129,33 @@ class Report:
 
     # ---- merging a run ------------------------------------------------------------------------------------
 
-    def merged(self, notebooks: Mapping[str, dict], run: Mapping, declared: set[str] | None = None) -> Report:
+    def merged(self, notebooks: Mapping[str, dict], run: Mapping, declared: set[str] | None = None,
+               known_paths: set[str] | None = None) -> Report:
         """This report with a new run merged in: the run's notebook entries, figures and claims replace the old;
-        a run of every notebook the report holds starts afresh; names no chapter declares any more are dropped."""
+        a re-run notebook's old figures and claims go first (its entry lists them), so one it no longer records
+        does not linger; a run of every notebook the report holds starts afresh; names no chapter declares and
+        notebooks no chapter has (`known_paths`) are dropped."""
         env = environment()
         old = Report(gpu=self.gpu) if set(notebooks) >= set(self.notebooks) else self
+        gone: set[str] = set()
+        for rel in notebooks:
+            entry = old.notebooks.get(rel, {})
+            gone |= set(entry.get("metrics", [])) | set(entry.get("claims", []))
 
-        def keep(names: Mapping) -> dict:
-            return {k: v for k, v in names.items() if declared is None or k in declared}
+        def keep(names: Mapping, new: Mapping) -> dict:
+            kept = {k: v for k, v in names.items() if k not in gone}
+            return {k: v for k, v in {**kept, **new}.items() if declared is None or k in declared}
 
+        entries = {rel: e for rel, e in {**old.notebooks, **notebooks}.items()
+                   if known_paths is None or rel in known_paths}
         return Report(
             gpu=env.gpu_name, host_cpu=host_cpu_model(), driver=env.driver, cuda_runtime=env.cuda_runtime,
             torch=library_version("torch"), cupy=library_version("cupy"), python=env.python,
             date=dt.date.today().isoformat(),
-            notebooks=dict(sorted({**old.notebooks, **notebooks}.items())),
-            metrics=dict(sorted(keep({**old.metrics, **run.get("metrics", {})}).items())),
-            units=dict(sorted(keep({**old.units, **run.get("units", {})}).items())),
-            claims=dict(sorted(keep({**old.claims, **run.get("claims", {})}).items())),
+            notebooks=dict(sorted(entries.items())),
+            metrics=dict(sorted(keep(old.metrics, run.get("metrics", {})).items())),
+            units=dict(sorted(keep(old.units, run.get("units", {})).items())),
+            claims=dict(sorted(keep(old.claims, run.get("claims", {})).items())),
         )
 
 

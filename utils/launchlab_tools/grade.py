@@ -78,6 +78,21 @@ def _error(cell) -> str | None:
     return None
 
 
+def lab_chapter(nb: nbformat.NotebookNode, path: Path) -> course.Chapter:
+    """The chapter a learner's notebook is the lab of: the one its `for_lab("NN")` cell names (a copy saved as
+    09_past_graphs-Copy1.ipynb is still lab 09), else the one its file name starts with."""
+    for cell in nb.cells:
+        found = re.search(r"""for_lab\(\s*["'](\d\d)["']\s*\)""", cell.source) if cell.cell_type == "code" else None
+        if found:
+            return course.chapter(found.group(1))
+    chapter = course.chapter_of_path(path.name) or next(
+        (ch for ch in course.chapters() if path.name.startswith(f"{ch.number}_")), None)
+    if chapter is None:
+        raise ValueError(f"{path.name} calls no for_lab(\"NN\") and its name starts with no chapter's number: "
+                         "is it a lab notebook?")
+    return chapter
+
+
 def _verdict(ex: course.Exercise, recorded: dict) -> str:
     if recorded["passed"]:
         return PARTIAL if recorded.get("partial") else PASS
@@ -128,11 +143,8 @@ def grade(path: Path, timeout_s: float = 900, cell_timeout_s: int = 300, have: i
     from launchlab import child
 
     have = gpu_count() if have is None else have
-    chapter = course.chapter_of_path(path.name)
-    if chapter is None:
-        raise ValueError(f"{path.name} is no chapter's lab: its name must be a chapter's, e.g. "
-                         f"{course.chapters()[0].stem}.ipynb")
     nb = nbformat.read(path, as_version=4)
+    chapter = lab_chapter(nb, path)
     for cell in nb.cells:                           # a verdict stored by an earlier run must not count
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
@@ -206,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             grades.append(grade(path, args.timeout, args.cell_timeout))
         except (OSError, ValueError, nbformat.ValidationError) as exc:   # unreadable: report it, grade the rest
-            grades.append({"notebook": str(path), "seconds": 0.0, "status": f"unreadable ({type(exc).__name__})",
+            grades.append({"notebook": str(path), "seconds": 0.0,
+                           "status": f"unreadable ({type(exc).__name__}: {str(exc)[:160]})",
                            "exercises": {}})
         if args.json:                                 # after every notebook, so a long class run keeps its grades
             args.json.write_text(json.dumps(grades, indent=1) + "\n", encoding="utf-8")
@@ -218,7 +231,10 @@ def main(argv: list[str] | None = None) -> int:
                       + (f"\n  Hint: {entry['hint']}" if entry["hint"] else ""))
     if args.json:
         print(f"\nwrote {args.json}")
-    return 0
+    ungraded = [g["notebook"] for g in grades if g["status"].startswith("unreadable")]
+    if ungraded:
+        print(f"\ncould not grade: {', '.join(ungraded)}", file=sys.stderr)
+    return 1 if ungraded else 0
 
 
 if __name__ == "__main__":

@@ -95,6 +95,13 @@ def make_lab(solution: nbformat.NotebookNode, name: str) -> nbformat.NotebookNod
         cell.outputs = []
         cell.execution_count = None
         cell.metadata.pop("execution", None)
+    if chapter is not None:
+        found = sorted({int(n) for c in lab.cells if c.cell_type == "markdown" for n, _ in
+                        _EXERCISE_HEADING.findall(c.source)})
+        declared = [ex.number for ex in chapter.exercises]
+        if found != declared:
+            raise LabError(f"{name}: its exercise headings are {found}, but chapter {chapter.number} declares "
+                           f"exercises {declared} (launchlab/chapters/ch{chapter.number}/chapter.toml)")
     return lab
 
 

@@ -92,13 +92,24 @@ def _run_one(root: Path, path: Path, env_vars: dict[str, str], results_dir: str)
     print(f"running {rel} ({len(code_sources(nbformat.read(path, as_version=4)))} code cells)", flush=True)
     # A solution's checkers judge it SOLUTION_TRIALS times: a right answer must pass every run, not most.
     trials = SOLUTION_TRIALS if rel.startswith("solutions/") else 1
-    entry = execute_in_place(path, {**env_vars, "LAUNCHLAB_CHECK_TRIALS": str(trials),
-                                    "LAUNCHLAB_RESULTS_DIR": str(own_dir)})
+    try:
+        entry = execute_in_place(path, {**env_vars, "LAUNCHLAB_CHECK_TRIALS": str(trials),
+                                        "LAUNCHLAB_RESULTS_DIR": str(own_dir)})
+    except Exception as exc:  # a dead kernel, an unreadable notebook: this notebook failed, the run goes on
+        print(f"  {rel} could not run: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr, flush=True)
+        entry = {"cells": len(code_sources(nbformat.read(path, as_version=4))), "failed": 1, "skipped": 0,
+                 "seconds": 0.0}
     if trials > 1:
         entry["check_trials"] = trials
     print(f"  {rel}: {entry}", flush=True)
     run_file = own_dir / f"{gpu_slug()}.json"
-    return rel, entry, json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
+    own = json.loads(run_file.read_text(encoding="utf-8")) if run_file.exists() else {}
+    entry["metrics"], entry["claims"] = sorted(own.get("metrics", {})), sorted(own.get("claims", {}))
+    traces = own_dir / "traces"   # the profiler traces the notebook saved, kept under its own name
+    if traces.is_dir():
+        shutil.copytree(traces, root / "runs" / "reference" / "traces" / rel.replace("/", "_").removesuffix(".ipynb"),
+                        dirs_exist_ok=True)
+    return rel, entry, own
 
 
 def _merge_run(run: dict, own: dict) -> None:
@@ -132,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     old = Report.load(path) if path.exists() else Report(gpu=environment().gpu_name)
     declared = {f.name for ch in course.chapters() for f in ch.figures} | {
         c.name for ch in course.chapters() for c in ch.claims}
+    known = {rel for ch in course.chapters() for rel in (ch.lecture(), ch.solution())}
 
     def write_report() -> Report:
         """The report with every notebook run so far: written after each one, so a run stopped midway keeps
@@ -141,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             found = verdicts(run, rel)
             if found:
                 entry["verdicts"] = found
-        merged = old.merged({rel: dict(sorted(e.items())) for rel, e in entries.items()}, run, declared)
+        merged = old.merged({rel: dict(sorted(e.items())) for rel, e in entries.items()}, run, declared, known)
         merged.write(path)
         return merged
 
@@ -163,9 +175,6 @@ def main(argv: list[str] | None = None) -> int:
             rel, entries[rel], own = _run_one(root, notebook, env_vars, results_dir)
             _merge_run(run, own)
             write_report()
-        for item in Path(results_dir).rglob("*"):  # the profiler traces the notebooks saved
-            if item.is_dir() and item.parent.name != Path(results_dir).name and item.name == "traces":
-                shutil.copytree(item, root / "runs" / "reference" / item.name, dirs_exist_ok=True)
     report = write_report()
     failed = sum(r["failed"] for r in entries.values())
     ran = Report(gpu=report.gpu, claims=run.get("claims", {}))
