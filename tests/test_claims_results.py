@@ -129,6 +129,9 @@ def test_compare_prints_yours_beside_the_reference_naming_its_gpu(tmp_path, monk
     write_reports(tmp_path, {"nvidia-h100-80gb-hbm3": H100, "nvidia-h200": H200})
     monkeypatch.setenv("LAUNCHLAB_ROOT", str(tmp_path))
     monkeypatch.setattr(report_module, "gpu_slug", lambda: "cpu")
+    units = {"graphed_allreduce_speedup": "x"}
+    monkeypatch.setattr(results, "declared_figure",
+                        lambda name, unit=None: course.Figure(name, units.get(name, "us"), "lower", "a test figure"))
     rows = results.compare(["only_h100_us", "graphed_allreduce_speedup", "missing_metric"],
                            yours={"only_h100_us": 2.0, "graphed_allreduce_speedup": 4.1})
     out = capsys.readouterr().out

@@ -165,12 +165,13 @@ def compare(names: Sequence[str], yours: Mapping[str, float] | None = None, root
     units = load_run().get("units", {})
     rows = []
     for name in names:
+        declared = declared_figure(name)   # a typo in a compare list is an error, not "no report holds it"
         ref = reference(name, root)
         mine = yours.get(name)
         ratio = mine / ref.value if (mine is not None and ref and ref.value) else None
         rows.append({"metric": name, "yours": mine, "reference": ref.value if ref else None,
                      "reference_gpu": short_gpu(ref.gpu) if ref else None,
-                     "unit": units.get(name) or (ref.unit if ref else None) or "", "ratio": ratio})
+                     "unit": declared.unit or units.get(name) or "", "ratio": ratio})
     width = max([len("metric")] + [len(r["metric"]) for r in rows])
     unit_width = max([len("unit")] + [len(r["unit"]) for r in rows])
     print(f"{'metric':{width}}  {'yours':>10}  {'reference':>10}  {'measured on':12} {'unit':{unit_width}}  "

@@ -230,10 +230,12 @@ def make_problem(device: str, steps: int = 12, seed: int = 0):
     """A regression model, its optimiser and batches, one batch of which makes the loss explode."""
     import torch
 
-    torch.manual_seed(seed)  # the same initial weights for the original loop and yours
     gen = torch.Generator().manual_seed(seed)
     width = 256 if device == "cuda" else 32
-    model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 1))
+    # The same initial weights for the original loop and yours, drawn without touching your own random state.
+    with torch.random.fork_rng(devices=[]):
+        torch.random.default_generator.manual_seed(seed)
+        model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 1))
     model = model.to(device)
     batches = []
     for step in range(steps):

@@ -186,8 +186,9 @@ def mlp_with_running_mean(width: int = 256, depth: int = 8):
     mean of its inputs in place, as training loops do."""
     import torch
 
-    torch.manual_seed(0)
-    layers = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(depth)]).cuda()
+    with torch.random.fork_rng(devices=[]):   # fixed weights, the learner's own random state untouched
+        torch.random.default_generator.manual_seed(0)
+        layers = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(depth)]).cuda()
 
     def forward(x, running_mean):
         with torch.no_grad():

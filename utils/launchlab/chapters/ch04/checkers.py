@@ -226,9 +226,10 @@ def make_model(width: int = WIDTH):
     """The model that exercise 3 caches: three linear layers with ReLUs, in evaluation mode on the GPU."""
     import torch
 
-    torch.manual_seed(4)
-    layers = [torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width), torch.nn.ReLU(),
-              torch.nn.Linear(width, width)]
+    with torch.random.fork_rng(devices=[]):   # fixed weights, the learner's own random state untouched
+        torch.random.default_generator.manual_seed(4)
+        layers = [torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width), torch.nn.ReLU(),
+                  torch.nn.Linear(width, width)]
     return torch.nn.Sequential(*layers).cuda().eval()
 
 
