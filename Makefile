@@ -99,7 +99,7 @@ site: $(SETUP)
 wheelhouse:
 	python3 -m pip download -q --only-binary=:all: --python-version $(PY_VERSION) --implementation cp \
 	  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-	  --platform any -d .whl nbval nbclient nbformat ipykernel pytest-timeout pytest-xdist ruff
+	  --platform any -d .whl nbval nbclient nbformat ipykernel pytest-timeout pytest-xdist ruff pyyaml
 	cd .whl && rm -f numpy-* pytest-[0-9]* pluggy-* iniconfig-* packaging-* pygments-* psutil-* \
 	  python_dateutil-* six-* typing_extensions-* attrs-* coverage-*
 	@echo "$$(ls .whl | wc -l) wheels in .whl"

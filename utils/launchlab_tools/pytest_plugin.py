@@ -1,6 +1,6 @@
 """pytest plugin: skip nbval cells tagged `gpu` without a CUDA GPU, `multi-gpu` with fewer than two.
 
-Loaded by `-p launchlab.pytest_plugin` (pyproject's addopts). Also skips tests marked `gpu`, and says in
+Loaded by `-p launchlab_tools.pytest_plugin` (pyproject's addopts). Also skips tests marked `gpu`, and says in
 the summary how many cells were skipped and why. In the CPU tier (LAUNCHLAB_TIER=cpu) GPU cells are skipped
 even on a GPU machine: the GPU tier runs them once, in the reference run.
 """
