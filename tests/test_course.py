@@ -223,3 +223,21 @@ def test_a_throwaway_chapter_appears_on_the_start_page_site_figures_page_and_gui
     assert [p.name for p in pages] == ["99.md"] and "Exercise 1: return one" in text and "returns 2" in text
     lab = nbformat.read(throwaway / "labs" / "99_throwaway.ipynb", as_version=4)
     assert 'raise NotImplementedError("Exercise 1: return one' in lab.cells[1].source
+
+
+# Wrong answers a suite can only build on a GPU, inside its test (they capture a graph as they are made).
+BUILT_ON_A_GPU = {("04", 6, "exercise 1's graph used, not the one given"), ("07", 1, "slot through .cpu()")}
+
+
+def test_every_declared_mistake_is_planted_in_its_suite():
+    """The guide says the checker catches each declared mistake: each one is a wrong answer its suite judges."""
+    import mutants
+
+    for ch in course.chapters():
+        importlib.import_module(f"test_mutants_lab{ch.number}")
+    planted = {(s.lab, s.number, a.name) for s in mutants.SUITES for a in s.answers if not a.right}
+    for ch in course.chapters():
+        for ex in ch.exercises:
+            missing = [m.name for m in ex.mistakes
+                       if (ch.number, ex.number, m.name) not in planted | BUILT_ON_A_GPU]
+            assert not missing, f"lab {ch.number} exercise {ex.number}: declared, never planted: {missing}"
