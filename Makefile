@@ -21,11 +21,13 @@ LAB_WORKERS ?= 4
 
 .PHONY: lab test test-cpu test-gpu reference labs grade lint figures slides site wheelhouse clean
 
-$(VENV)/.installed: pyproject.toml utils/pyproject.toml utils/bootstrap.sh
+$(VENV)/.installed: pyproject.toml utils/pyproject.toml utils/bootstrap.sh utils/launchlab/tested_versions.toml \
+  utils/jupyterlab_overrides.json
 	utils/bootstrap.sh $(VENV)
 	touch $@
 
 # Opens on the start page: the syllabus, with links to every lecture, lab and solution.
+# JupyterLab's news pop-up and update check are off in .venv (utils/jupyterlab_overrides.json, by bootstrap.sh).
 lab: $(SETUP)
 	$(PY) -m jupyter lab START_HERE.ipynb --ServerApp.root_dir=$(CURDIR) $(ROOT_ARGS) $(LAB_ARGS)
 
@@ -85,8 +87,9 @@ labs: $(SETUP)
 
 # The reading site in _build/html, from notebooks/ and solutions/ with their stored outputs, never executed;
 # the table of contents is written from the notebooks on disk; any warning (a broken page) fails the build.
+# Jupyter Book is pyproject's `site` extra, installed here on first use: learners and `make test` never need it.
 site: $(SETUP)
-	@$(PY) -c "import jupyter_book" 2>/dev/null || $(PY) -m pip install -q "jupyter-book>=1.0.4,<2"
+	@$(PY) -c "import jupyter_book" 2>/dev/null || $(PY) -m pip install -q -e ".[site]"
 	$(PY) -m launchlab_tools.figures across_gpus --reference-only
 	$(PY) -m launchlab_tools.guide instructors
 	$(PY) -m launchlab_tools.site_toc _build/_toc.yml

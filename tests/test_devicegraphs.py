@@ -4,7 +4,7 @@ import pytest
 
 from launchlab import child, devicegraphs
 from launchlab.chapters.ch06 import checkers as ch06
-from launchlab.checking import CheckFailed
+from launchlab.checking import NEEDS_GPU, CheckFailed
 
 
 def test_feature_check_names_the_driver_needed_and_what_to_do():
@@ -54,4 +54,4 @@ def test_lab06_checkers_fail_clearly_without_a_gpu(monkeypatch):
         pytest.skip("this machine has a GPU; tests/test_lab_checkers.py runs the real checks")
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     verdict = ch06.check_scheduler(lambda: "")
-    assert not verdict and "needs a CUDA GPU" in verdict.detail
+    assert not verdict and NEEDS_GPU in verdict.detail

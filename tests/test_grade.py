@@ -9,6 +9,7 @@ import json
 import nbformat
 import pytest
 
+from launchlab import checking
 from launchlab.env import repo_root
 from launchlab_tools import grade
 
@@ -42,6 +43,8 @@ def test_the_solution_passes_and_the_generated_lab_is_not_attempted():
     assert lab["exercises"][RUNG]["verdict"] == grade.NOT_ATTEMPTED
     for graded in (solved, lab):
         assert [graded["exercises"][n]["verdict"] for n in GPU_EXERCISES] == [grade.NEEDS_GPU] * 3
+        # The grader's verdict and the checker's message say it in the same words.
+        assert grade.NEEDS_GPU == checking.NEEDS_GPU
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ import random
 import pytest
 
 from launchlab.chapters.ch10 import checkers as ch10
+from launchlab.checking import NEEDS_GPU
 from mutants import Answer, judge, suite
 
 # ---- exercise 1: a whole training step in one graph ------------------------------------------------------------
@@ -420,4 +421,4 @@ def test_without_a_gpu_every_checker_fails_with_a_clear_message(checker, answer,
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     verdict = checker(answer)
-    assert not verdict and "needs a CUDA GPU" in verdict.detail
+    assert not verdict and NEEDS_GPU in verdict.detail

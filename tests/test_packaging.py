@@ -27,3 +27,38 @@ def test_makefile_has_the_documented_targets(root):
     for target in ("lab", "test", "test-cpu", "test-gpu", "reference", "labs", "site", "wheelhouse"):
         assert re.search(rf"^{target}:", makefile, re.MULTILINE), target
     assert "make test" in (root / ".ci" / "run").read_text()
+
+
+def test_site_installs_jupyter_book_from_the_site_extra(root):
+    """One pin for Jupyter Book: the `site` extra, which `make site` installs on first use."""
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(r.startswith("jupyter-book") for r in extras["site"])
+    assert not any(r.startswith("jupyter-book") for r in extras["dev"])
+    makefile = (root / "Makefile").read_text()
+    site = makefile.split("\nsite:", 1)[1].split("\n\n", 1)[0]
+    assert '-e ".[site]"' in site and "jupyter-book>" not in site
+
+
+def test_bootstrap_turns_jupyterlab_news_off_with_values_jupyterlab_accepts(root):
+    import json
+    import sys
+    from pathlib import Path
+
+    overrides = json.loads((root / "utils" / "jupyterlab_overrides.json").read_text())
+    assert "jupyterlab_overrides.json" in (root / "utils" / "bootstrap.sh").read_text()
+    schemas = Path(sys.prefix) / "share" / "jupyter" / "lab" / "schemas"
+    for plugin, settings in overrides.items():
+        package, name = plugin.split(":")
+        schema = json.loads((schemas / package / f"{name}.json").read_text())["properties"]
+        for key, value in settings.items():
+            allowed = [o["const"] for o in schema[key].get("oneOf", [])] or [True, False]
+            assert value in allowed, f"{plugin} {key}={value!r}: JupyterLab accepts {allowed}"
+    assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+
+
+def test_bootstrap_pipes_no_python_into_head(root):
+    """`python ... | head` closes the pipe on a Python still writing: a BrokenPipeError traceback."""
+    bootstrap = (root / "utils" / "bootstrap.sh").read_text()
+    for line in bootstrap.splitlines():
+        if "python" in line and "| head" in line:
+            raise AssertionError(f"bootstrap.sh pipes Python into head: {line.strip()}")

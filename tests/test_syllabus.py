@@ -37,6 +37,20 @@ def test_the_readme_gives_every_chapter_and_the_study_time(root):
     for ch in course.chapters():
         assert f"| {ch.number} | {ch.title} | {ch.leaves_able_to} |" in text
     assert "in all, for a first reading" in text
+    # What the GPU tier costs, added up from the reports (the start page's run times), never typed by hand.
+    assert start_page.gpu_tier_cost(root) in text and " min on " in start_page.gpu_tier_cost(root)
+
+
+def test_the_gpu_tier_cost_is_the_sum_of_the_start_pages_run_times(root):
+    import json
+
+    cost = start_page.gpu_tier_cost(root)
+    for report in sorted((root / "reports" / "gpu").glob("*.json")):
+        data = json.loads(report.read_text(encoding="utf-8"))
+        paths = [rel for ch in course.chapters() for rel in (ch.lecture(), ch.solution())
+                 if (root / rel).exists() and rel in data["notebooks"]]
+        minutes = sum(data["notebooks"][rel]["seconds"] for rel in paths) / 60
+        assert f"{minutes:.1f} min on " in cost and f"({len(paths)} notebooks)" in cost
 
 
 def test_the_site_lists_every_lecture_and_solution(root):

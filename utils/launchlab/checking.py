@@ -34,6 +34,7 @@ FAIL_MARK = "FAIL"
 PARTIAL_MARK = "PASS (CPU part only)"  # a cpu-partial exercise passed where there is no CUDA GPU for the rest
 RESTART_MARK = "RESTART"               # the GPU was left broken: the verdict says to restart the kernel
 RESTART = "restart the kernel"         # how such a verdict's detail starts (the grader reads it)
+NEEDS_GPU = "needs a GPU"              # one wording for a check without its GPU, here and in the grader's verdicts
 SEED_VARIABLE = "LAUNCHLAB_CHECK_SEED"  # set, every trial of every checker uses this seed
 
 
@@ -544,7 +545,7 @@ def require_cuda(what: str) -> None:
     import torch
 
     if not torch.cuda.is_available():
-        raise CheckFailed(f"{what} needs a CUDA GPU; run this cell on a machine with one")
+        raise CheckFailed(f"{what} {NEEDS_GPU}; run this cell on a machine with an NVIDIA GPU")
 
 
 def graph_and_output(captured: object) -> tuple:

@@ -14,6 +14,11 @@ from pathlib import Path
 
 # The oldest driver the course's CUDA 12/13 wheels run on (CUDA 12.0's minimum Linux driver).
 MIN_DRIVER_MAJOR = 525
+# The versions the reference runs used, recorded once: utils/bootstrap.sh installs them from this file too.
+TESTED_VERSIONS_FILE = Path(__file__).with_name("tested_versions.toml")
+# The libraries whose behaviour the chapters teach, as this module's environment() names them, and their
+# distributions as tested_versions.toml names them.
+_TESTED_LIBRARIES = {"torch": "torch", "triton": "triton", "cupy": "cupy", "cuda.core": "cuda-core"}
 
 
 @dataclass(frozen=True)
@@ -153,10 +158,53 @@ def describe(env: Environment | None = None) -> str:
     )
 
 
+@functools.lru_cache(maxsize=1)
+def tested_versions() -> dict[str, str]:
+    """The versions of torch, triton, CuPy and cuda-core the reference runs used (tested_versions.toml)."""
+    import tomllib
+
+    with TESTED_VERSIONS_FILE.open("rb") as f:
+        return dict(tomllib.load(f)["tested"])
+
+
+def _release(version: str) -> str:
+    """A version without its local build label: '2.11.0+cu130' -> '2.11.0'."""
+    return version.split("+", 1)[0]
+
+
+def version_differences(env: Environment) -> list[str]:
+    """'torch 2.13.0 (tested: 2.11.0)' for each course library whose installed release is not the tested one."""
+    tested = tested_versions()
+    out = []
+    for module, dist in _TESTED_LIBRARIES.items():
+        have = env.libraries.get(module)
+        want = tested.get(dist)
+        if have and want and _release(have) != _release(want):
+            out.append(f"{module} {have} (tested: {want})")
+    return out
+
+
+def version_note(env: Environment) -> str | None:
+    """The line a learner reads when their library versions are not the ones the reference runs used, else None."""
+    try:
+        differ = version_differences(env)
+    except (OSError, KeyError):  # an install without the file: the first cell still prints the rest
+        return None
+    if not differ:
+        return None
+    return (f"versions: {', '.join(differ)} differ from the course's reference runs. Behaviour the chapters teach "
+            "(graph breaks, what reduce-overhead graphs, conditional nodes, Inductor's launchers) can move between "
+            "releases, so your run may disagree with the stored one for that reason. For the tested versions: "
+            "delete .venv and run `make lab` (it installs them from utils/launchlab/tested_versions.toml).")
+
+
 def show_environment() -> Environment:
-    """Print the hardware and versions of this run; return them."""
+    """Print the hardware and versions of this run, and a line when the versions are not the tested ones; return them."""
     env = environment()
     print(describe(env))
+    note = version_note(env)
+    if note:
+        print(note)
     return env
 
 
@@ -181,8 +229,8 @@ def no_gpu_message(env: Environment | None = None) -> str:
         f"No usable CUDA GPU here: {env.problem}.\n"
         f"The cells tagged `gpu` need one; run on this machine, each prints a one-line note instead of a "
         f"traceback. What to do: {what_to_do(env)}\n"
-        "You can still read this notebook: its stored outputs are the course's reference GPU run "
-        "(see reports/gpu/)."
+        "What these cells print on a GPU is kept from the course's reference GPU run (reports/gpu/) as the stored "
+        "outputs of the lectures (notebooks/) and the solutions (solutions/); a lab's are in its solution."
     )
 
 
@@ -211,7 +259,7 @@ def skip_following_cells(reason: str) -> bool:
     def handler(shell, etype, value, tb, tb_offset=None):
         line = f"{etype.__name__}: {value}".splitlines()[0][:200]
         note = (f"[skipped: {reason}] this cell stopped at: {line}. "
-                "Its stored output in the course shows the reference GPU run.")
+                "The lecture or solution keeps this cell's output from the reference GPU run.")
         # An error output whose "traceback" is this one line: the cell still counts as failed (for nbval and
         # Run All), but the learner reads a sentence instead of a stack.
         shell._showtraceback(etype, value, [note])

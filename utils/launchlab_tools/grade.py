@@ -24,13 +24,15 @@ from pathlib import Path
 import nbformat
 
 from launchlab import course
+from launchlab.checking import NEEDS_GPU
 from launchlab.env import gpu_count, gpu_slug
 
 from .labs import STUB_TAIL
 from .notebooks import needs_gpus
 
-PASS, PARTIAL, FAIL, NOT_ATTEMPTED, RESTART, ERROR, NEEDS_GPU, TIMED_OUT = (
-    "PASS", "PASS (CPU part)", "FAIL", "not attempted", "restart", "error", "needs a GPU", "timed out")
+# NEEDS_GPU is the checkers' own wording (launchlab.checking), so a learner and a grader read the same words.
+PASS, PARTIAL, FAIL, NOT_ATTEMPTED, RESTART, ERROR, TIMED_OUT = (
+    "PASS", "PASS (CPU part)", "FAIL", "not attempted", "restart", "error", "timed out")
 
 # The child executes the notebook (errors allowed, every cell under a deadline) and saves it with its outputs.
 _EXECUTE = """

@@ -85,12 +85,30 @@ your GPU into `reports/gpu/`."""
     return [intro, syllabus, after]
 
 
-def readme_syllabus() -> str:
-    """The README's syllabus table: a row per chapter, what you leave able to do, and the study time."""
+def gpu_tier_cost(root: Path) -> str:
+    """What the GPU tier's reference run took on each GPU with a report: the start page's run times, added up."""
+    parts = []
+    for report in load_all(root, this_gpu_first=False):
+        seconds = [entry["seconds"] for ch in course.chapters() for rel in (ch.lecture(), ch.solution())
+                   if (root / rel).exists() and (entry := report.notebook(rel)) is not None]
+        if seconds:
+            parts.append(f"{sum(seconds) / 60:.1f} min on {short_gpu(report.gpu)} ({len(seconds)} notebooks)")
+    if not parts:
+        return "The GPU tier (`make test-gpu`) has no reference run in `reports/gpu/` yet."
+    return ("The GPU tier (`make test-gpu`) runs every lecture and solution once, then the GPU tests and the labs; "
+            f"its notebooks took {'; '.join(parts)} of GPU time in the reference runs (the start page's GPU run "
+            "times, added up from `reports/gpu/`). Without a GPU, the CPU tier (`make test`) is all you run.")
+
+
+def readme_syllabus(root: Path | None = None) -> str:
+    """The README's syllabus table (a row per chapter, what you leave able to do, the study time), the total and
+    what the GPU tier costs."""
+    root = root or repo_root()
     rows = ["| # | chapter | you leave able to | study time |", "| --- | --- | --- | --- |"]
     rows += [f"| {ch.number} | {ch.title} | {ch.leaves_able_to} | {_hours(ch.minutes)} |" for ch in course.chapters()]
     total = sum(ch.minutes for ch in course.chapters())
-    return "\n".join(rows) + f"\n\nAbout {_hours(total)} in all, for a first reading with every lab done."
+    return ("\n".join(rows) + f"\n\nAbout {_hours(total)} in all, for a first reading with every lab done.\n\n"
+            + gpu_tier_cost(root))
 
 
 def readme_text(root: Path) -> str:
@@ -99,7 +117,7 @@ def readme_text(root: Path) -> str:
     pattern = re.compile(re.escape(SYLLABUS_MARK) + r".*?" + re.escape(SYLLABUS_MARK), re.DOTALL)
     if not pattern.search(text):
         raise ValueError(f"{README} has no block between two {SYLLABUS_MARK} lines for the syllabus table")
-    return pattern.sub(lambda _: f"{SYLLABUS_MARK}\n{readme_syllabus()}\n{SYLLABUS_MARK}", text, count=1)
+    return pattern.sub(lambda _: f"{SYLLABUS_MARK}\n{readme_syllabus(root)}\n{SYLLABUS_MARK}", text, count=1)
 
 
 def index_notebook(root: Path | None = None) -> nbformat.NotebookNode:
