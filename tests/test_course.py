@@ -87,6 +87,8 @@ def test_a_declaration_with_an_unknown_key_or_bad_toml_is_refused():
         course.read_chapter(CHAPTER_TOML.replace('minutes = 30', 'minutes = 30\nminuets = 2'), "x.toml")
     with pytest.raises(course.ModelError, match="not valid TOML"):
         course.read_chapter("number = ", "x.toml")
+    with pytest.raises(course.ModelError, match="should be bool"):
+        course.read_chapter(CHAPTER_TOML.replace('better = "lower"', 'better = "lower"\noptional = "false"'), "x")
 
 
 def test_importing_what_notebooks_import_loads_no_maintainers_module():

@@ -212,6 +212,13 @@ def _build(cls, data: dict, where: str):
     unknown = sorted(set(data) - names)
     if unknown:
         raise ModelError(f"{where}: unknown key(s) {', '.join(unknown)} for {cls.__name__} (known: {', '.join(sorted(names))})")
+    simple = {"str": str, "int": int, "bool": bool, "str | None": (str, type(None))}
+    for f in _dc.fields(cls):
+        wanted = simple.get(str(f.type))
+        value = data.get(f.name)
+        # a TOML "false" is a string, which would read as true: every plain field must have its declared type
+        if f.name in data and wanted and (not isinstance(value, wanted) or (wanted is int and isinstance(value, bool))):
+            raise ModelError(f"{where}: {f.name} = {value!r} should be {str(f.type)}")
     try:
         return cls(**data)
     except TypeError as exc:
