@@ -8,11 +8,12 @@ an error, not a new figure.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,24 @@ def _write_json(data: dict, path: Path) -> None:
     write_json(data, path)  # through a temporary file and a rename: a kernel killed mid-write leaves no half file
 
 
+@contextlib.contextmanager
+def _updating_run() -> Iterator[dict]:
+    """This GPU's run, to change in place and write back, locked against another kernel (a lecture and its lab open
+    side by side) doing the same at once, which would lose one of the two updates."""
+    path = run_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a") as lock:
+        try:
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except ImportError:  # no fcntl (Windows): updates are not locked there
+            pass
+        run = load_run()
+        yield run
+        _write_json(run, path)
+
+
 class UndeclaredName(KeyError):
     """A figure or claim that no chapter declares: a typo, or a declaration missing from chapter.toml."""
 
@@ -71,11 +90,10 @@ def record(name: str, value: float, unit: str | None = None) -> float:
     value = float(value)
     if not math.isfinite(value):  # a measurement went wrong, and a report must not hide it
         raise ValueError(f"record('{name}'): the value is {value}; check the measurement that produced it")
-    run = load_run()
-    run["gpu"] = environment().gpu_name
-    run.setdefault("metrics", {})[name] = value
-    run.setdefault("units", {})[name] = fig.unit
-    _write_json(run, run_path())
+    with _updating_run() as run:
+        run["gpu"] = environment().gpu_name
+        run.setdefault("metrics", {})[name] = value
+        run.setdefault("units", {})[name] = fig.unit
     return value
 
 
@@ -85,7 +103,6 @@ def record_claim(name: str, held: bool, detail: str = "", margin: float | None =
     if course.declared_claim(name) is None:
         raise UndeclaredName(f"claim({name!r}): no chapter declares this claim. Check its wording, or declare it "
                              "in the chapter's launchlab/chapters/chNN/chapter.toml (claims=...)")
-    run = load_run()
     entry: dict = {"held": bool(held), "detail": detail}
     if margin is not None:
         entry["margin"] = round(float(margin), 4) if math.isfinite(margin) else None
@@ -94,19 +111,18 @@ def record_claim(name: str, held: bool, detail: str = "", margin: float | None =
         entry.update(ours=first["ours"], baseline=first["baseline"], rule=first["rule"])
         if more:
             entry["more"] = more
-    run.setdefault("claims", {})[name] = entry
-    _write_json(run, run_path())
+    with _updating_run() as run:
+        run.setdefault("claims", {})[name] = entry
 
 
 def record_verdict(chapter: str, exercise: int, passed: bool, detail: str, hint: str = "", partial: bool = False,
                    seed: int | None = None) -> None:
     """Store a checker's verdict on this GPU's run (the grader and the reference run read it from here)."""
-    run = load_run()
     entry = {"passed": bool(passed), "partial": bool(partial), "detail": detail, "hint": hint}
     if seed is not None:
         entry["seed"] = int(seed)
-    run.setdefault("verdicts", {}).setdefault(chapter, {})[str(exercise)] = entry
-    _write_json(run, run_path())
+    with _updating_run() as run:
+        run.setdefault("verdicts", {}).setdefault(chapter, {})[str(exercise)] = entry
 
 
 def short_gpu(name: str | None) -> str:
