@@ -93,7 +93,18 @@ def test_a_declaration_with_an_unknown_key_or_bad_toml_is_refused():
 
 def test_importing_what_notebooks_import_loads_no_maintainers_module():
     script = textwrap.dedent("""
-        import pkgutil, importlib, sys
+        import pkgutil, importlib, importlib.abc, sys
+
+        class Refuse(importlib.abc.MetaPathFinder):
+            # what only maintainers install: a learner's notebook must never need it, even inside a function
+            refused = ("launchlab_tools", "yaml", "pytest", "nbclient", "nbval", "playwright")
+
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in self.refused:
+                    raise ImportError(f"a learner's import reached {name}")
+                return None
+
+        sys.meta_path.insert(0, Refuse())
         import launchlab
         from launchlab.checkers import for_lab
         for info in pkgutil.walk_packages(launchlab.__path__, "launchlab."):
