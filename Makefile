@@ -77,6 +77,7 @@ figures: $(SETUP)
 # Slides: every lecture's slide metadata (live in JupyterLab: open a lecture, Alt+R), and a static reveal.js
 # deck per lecture from its stored outputs, in _build/slides/, with reveal.js beside them (from npm, once).
 slides: $(SETUP)
+	$(PY) -m launchlab_tools.notebooks
 	$(PY) -m launchlab_tools.slides --write
 	$(PY) -m launchlab_tools.slides --build _build/slides --reveal _build/slides/offline
 
@@ -90,6 +91,7 @@ labs: $(SETUP)
 # Jupyter Book is pyproject's `site` extra, installed here on first use: learners and `make test` never need it.
 site: $(SETUP)
 	@$(PY) -c "import jupyter_book" 2>/dev/null || $(PY) -m pip install -q -e ".[site]"
+	$(PY) -m launchlab_tools.notebooks
 	$(PY) -m launchlab_tools.figures across_gpus --reference-only
 	$(PY) -m launchlab_tools.guide instructors
 	$(PY) -m launchlab_tools.site_toc _build/_toc.yml

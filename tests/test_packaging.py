@@ -62,3 +62,20 @@ def test_bootstrap_pipes_no_python_into_head(root):
     for line in bootstrap.splitlines():
         if "python" in line and "| head" in line:
             raise AssertionError(f"bootstrap.sh pipes Python into head: {line.strip()}")
+
+
+def test_the_site_and_decks_refuse_a_notebook_that_differs_from_the_commit(tmp_path):
+    import subprocess
+
+    from launchlab_tools.notebooks import changed_from_commit, require_committed
+
+    (tmp_path / "notebooks").mkdir()
+    nb = tmp_path / "notebooks" / "00_x.ipynb"
+    nb.write_text("{}")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    assert changed_from_commit(tmp_path) == [] and require_committed(tmp_path) == 0
+    nb.write_text('{"metadata": {"kernelspec": {}}}')     # as JupyterLab saves it after a run
+    assert changed_from_commit(tmp_path) == ["notebooks/00_x.ipynb"] and require_committed(tmp_path) == 1

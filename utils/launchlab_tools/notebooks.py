@@ -113,3 +113,38 @@ def regenerate_main(argv: list[str] | None, doc: str, generate, errors: tuple[ty
         return 1
     print(("regenerated: " + ", ".join(differ)) if differ else f"{what} are current")
     return 0
+
+
+def changed_from_commit(root: Path | None = None, dirs: tuple[str, ...] = ("notebooks", "solutions")) -> list[str] | None:
+    """The course notebooks that differ from the checkout's last commit (a learner's run, JupyterLab's own
+    metadata), or None outside a git checkout."""
+    import subprocess
+
+    root = root or repo_root()
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--", *dirs], cwd=root, capture_output=True, text=True,
+                             timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sorted(line[3:].strip() for line in out.splitlines() if line[3:].strip().endswith(".ipynb"))
+
+
+def require_committed(root: Path | None = None) -> int:
+    """Exit status for the site and slides builds: 1, naming them, when a course notebook differs from the commit."""
+    import sys
+
+    changed = changed_from_commit(root)
+    if changed is None:
+        print("not a git checkout: the site and the decks are built from the notebooks as they are", file=sys.stderr)
+        return 0
+    if changed:
+        print("these notebooks differ from the repository's last commit, so a build would publish a local copy (a "
+              "run without a GPU, JupyterLab's own metadata): " + ", ".join(changed) + ". Build from a clean "
+              "checkout, or restore them with `git checkout -- <path>` (or commit them if the change is yours).",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(require_committed())
