@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import pytest
@@ -49,23 +48,18 @@ def lenient_checkers(monkeypatch, capsys, results_dir):
     capsys.readouterr()
 
 
-_SUITE_TEST = re.compile(r"test_lab(\d\d)_exercise(\d+)")
-
-
 def pytest_collection_modifyitems(items):
-    """A GPU test of an exercise whose checker times nothing (the course model says so) may share the GPU: it is
-    marked `concurrent`, and the GPU tier runs it in parallel with the labs instead of one at a time."""
+    """A GPU test of an exercise (marked `exercise(lab, number)`) whose checker times nothing, as the course model
+    declares, may share the GPU: it is marked `concurrent`, and the GPU tier runs it in parallel with the labs. A
+    test that names no exercise stays in the serial phase, the safe side."""
     from launchlab import course
 
     for item in items:
-        match = _SUITE_TEST.match(item.name)
-        if not match or item.get_closest_marker("gpu") is None:
+        marker = item.get_closest_marker("exercise")
+        if marker is None:
             continue
-        try:
-            exercise = course.chapter(match.group(1)).exercise(int(match.group(2)))
-        except course.ModelError:
-            continue
-        if not exercise.timed:
+        exercise = course.chapter(marker.args[0]).exercise(int(marker.args[1]))
+        if item.get_closest_marker("gpu") is not None and not exercise.timed:
             item.add_marker(pytest.mark.concurrent)
 
 

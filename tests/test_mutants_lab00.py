@@ -109,6 +109,7 @@ WAIT_ANSWERS = [
 SUITE_WAIT = suite("00", 1, ch00.check_wait_for_gpu, WAIT_ANSWERS)
 
 
+@pytest.mark.exercise("00", 1)
 @pytest.mark.gpu
 def test_lab00_exercise1_wait_for_gpu():
     wrong = judge(SUITE_WAIT.lab, SUITE_WAIT.number, SUITE_WAIT.checker, SUITE_WAIT.answers, trials=2)
@@ -188,6 +189,7 @@ WARM_ANSWERS = [
 SUITE_WARM = suite("00", 2, ch00.check_warm_up, WARM_ANSWERS)
 
 
+@pytest.mark.exercise("00", 2)
 @pytest.mark.gpu
 def test_lab00_exercise2_warm_up():
     wrong = judge(SUITE_WARM.lab, SUITE_WARM.number, SUITE_WARM.checker, SUITE_WARM.answers, trials=2)
@@ -267,6 +269,7 @@ EVENT_ANSWERS = [
 SUITE_EVENT = suite("00", 3, ch00.check_event_stream, EVENT_ANSWERS)
 
 
+@pytest.mark.exercise("00", 3)
 @pytest.mark.gpu
 def test_lab00_exercise3_event_stream():
     wrong = judge(SUITE_EVENT.lab, SUITE_EVENT.number, SUITE_EVENT.checker, SUITE_EVENT.answers, trials=2)
@@ -331,6 +334,7 @@ MEDIAN_ANSWERS = [
 SUITE_MEDIAN = suite("00", 4, ch00.check_median, MEDIAN_ANSWERS)
 
 
+@pytest.mark.exercise("00", 4)
 @pytest.mark.gpu
 def test_lab00_exercise4_median():
     wrong = judge(SUITE_MEDIAN.lab, SUITE_MEDIAN.number, SUITE_MEDIAN.checker, SUITE_MEDIAN.answers, trials=2)
@@ -380,6 +384,7 @@ LIBRARY_ANSWERS = [
 SUITE_LIBRARY = suite("00", 5, ch00.check_library_field, LIBRARY_ANSWERS)
 
 
+@pytest.mark.exercise("00", 5)
 @pytest.mark.gpu
 def test_lab00_exercise5_library_field():
     wrong = judge(SUITE_LIBRARY.lab, SUITE_LIBRARY.number, SUITE_LIBRARY.checker, SUITE_LIBRARY.answers, trials=2)

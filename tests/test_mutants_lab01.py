@@ -138,6 +138,7 @@ FIGURE_ANSWERS = [
 SUITE_FIGURES = suite("01", 1, ch01.check_launch_figures, FIGURE_ANSWERS)
 
 
+@pytest.mark.exercise("01", 1)
 @pytest.mark.gpu
 def test_lab01_exercise1_launch_figures():
     wrong = judge(SUITE_FIGURES.lab, SUITE_FIGURES.number, SUITE_FIGURES.checker, SUITE_FIGURES.answers, trials=2)
@@ -256,6 +257,7 @@ def _flat_sweep(make_run, sizes):
     return [5.0 for _ in sizes]  # unsynchronised: every launch costs its enqueue
 
 
+@pytest.mark.exercise("01", 2)
 def test_lab01_exercise2_crossover_judged_on_the_planted_times(monkeypatch):
     """On a CPU: the checker's verdicts and hints, with answers that read the planted times instead of timing."""
     def planted_runs(crossover, slow_size):
@@ -271,6 +273,7 @@ def test_lab01_exercise2_crossover_judged_on_the_planted_times(monkeypatch):
     assert "too early" in hints["the last size under twice the floor"]
 
 
+@pytest.mark.exercise("01", 2)
 @pytest.mark.gpu
 def test_lab01_exercise2_crossover():
     wrong = judge(SUITE_CROSSOVER.lab, SUITE_CROSSOVER.number, SUITE_CROSSOVER.checker, SUITE_CROSSOVER.answers,
@@ -367,6 +370,7 @@ FIRST_LAUNCH_ANSWERS = [
 SUITE_FIRST_LAUNCH = suite("01", 3, ch01.check_first_launch, FIRST_LAUNCH_ANSWERS)
 
 
+@pytest.mark.exercise("01", 3)
 @pytest.mark.gpu
 def test_lab01_exercise3_first_launch():
     wrong = judge(SUITE_FIRST_LAUNCH.lab, SUITE_FIRST_LAUNCH.number, SUITE_FIRST_LAUNCH.checker,
@@ -480,6 +484,7 @@ FUSED_ANSWERS = [
 SUITE_FUSED = suite("01", 4, ch01.check_fused_conv, FUSED_ANSWERS)
 
 
+@pytest.mark.exercise("01", 4)
 @pytest.mark.gpu
 def test_lab01_exercise4_fused_conv():
     wrong = judge(SUITE_FUSED.lab, SUITE_FUSED.number, SUITE_FUSED.checker, SUITE_FUSED.answers)

@@ -143,6 +143,7 @@ IDLE_ANSWERS = [
 SUITE_IDLE = suite("02", 1, ch02.check_idle_stats, IDLE_ANSWERS)
 
 
+@pytest.mark.exercise("02", 1)
 def test_lab02_exercise1_idle_stats(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     # The made-up traces are drawn afresh on each call: every answer meets several.
@@ -227,6 +228,7 @@ CLASSIFY_ANSWERS = [
 SUITE_CLASSIFY = suite("02", 2, ch02.check_classify, CLASSIFY_ANSWERS)
 
 
+@pytest.mark.exercise("02", 2)
 def test_lab02_exercise2_classify(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     wrong = judge(SUITE_CLASSIFY.lab, SUITE_CLASSIFY.number, SUITE_CLASSIFY.checker, SUITE_CLASSIFY.answers, trials=2)
@@ -318,6 +320,7 @@ NO_SYNC_ANSWERS = [
 SUITE_NO_SYNC = suite("02", 3, ch02.check_no_syncs, NO_SYNC_ANSWERS)
 
 
+@pytest.mark.exercise("02", 3)
 def test_lab02_exercise3_no_syncs(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     wrong = judge(SUITE_NO_SYNC.lab, SUITE_NO_SYNC.number, SUITE_NO_SYNC.checker, SUITE_NO_SYNC.answers)
@@ -378,6 +381,7 @@ FLAT_ANSWERS = [
 SUITE_FLAT = suite("02", 4, ch02.check_flat_until, FLAT_ANSWERS)
 
 
+@pytest.mark.exercise("02", 4)
 @pytest.mark.gpu
 def test_lab02_exercise4_flat_until(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
@@ -385,6 +389,7 @@ def test_lab02_exercise4_flat_until(monkeypatch):
     assert not wrong, "\n".join(wrong)
 
 
+@pytest.mark.exercise("02", 4)
 @pytest.mark.gpu
 def test_lab02_exercise4_solution_passes_five_times_out_of_five(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "1")  # a FAIL raises

@@ -388,16 +388,19 @@ def _not_strict(monkeypatch, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.exercise("03", 1)
 def test_lab03_exercise1_bug_hunt():
     wrong = judge(SUITE_BUG_HUNT.lab, SUITE_BUG_HUNT.number, SUITE_BUG_HUNT.checker, SUITE_BUG_HUNT.answers)
     assert not wrong, "\n".join(wrong)
 
 
+@pytest.mark.exercise("03", 2)
 def test_lab03_exercise2_recompiles():
     wrong = judge(SUITE_RECOMPILES.lab, SUITE_RECOMPILES.number, SUITE_RECOMPILES.checker, SUITE_RECOMPILES.answers)
     assert not wrong, "\n".join(wrong)
 
 
+@pytest.mark.exercise("03", 3)
 @pytest.mark.gpu
 def test_lab03_exercise3_really_graphed():
     wrong = judge(SUITE_GRAPHED.lab, SUITE_GRAPHED.number, SUITE_GRAPHED.checker, SUITE_GRAPHED.answers,
@@ -407,6 +410,7 @@ def test_lab03_exercise3_really_graphed():
     assert "it did not graph" in verdict.detail and "cudaGraphLaunch" in verdict.hint
 
 
+@pytest.mark.exercise("03", 4)
 def test_lab03_exercise4_isolated_break():
     wrong = judge(SUITE_ISOLATED.lab, SUITE_ISOLATED.number, SUITE_ISOLATED.checker, SUITE_ISOLATED.answers)
     assert not wrong, "\n".join(wrong)

@@ -106,12 +106,14 @@ BUCKET_ANSWERS = [
 SUITE_BUCKET = suite("04", 2, ch04.check_bucket_for, BUCKET_ANSWERS)
 
 
+@pytest.mark.exercise("04", 2)
 def test_lab04_exercise2_bucket_for():
     # a bucket set is drawn afresh on every call: every answer meets several
     wrong = judge(SUITE_BUCKET.lab, SUITE_BUCKET.number, SUITE_BUCKET.checker, SUITE_BUCKET.answers, trials=3)
     assert not wrong, "\n".join(wrong)
 
 
+@pytest.mark.exercise("04", 2)
 def test_lab04_exercise2_hints_name_the_mistake():
     assert ">=" in ch04.check_bucket_for(strictly_larger).hint
     assert "None" in ch04.check_bucket_for(largest_when_none_fits).hint
@@ -270,12 +272,14 @@ def _on_the_cpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the eager part, on a GPU machine too
 
 
+@pytest.mark.exercise("04", 4)
 def test_lab04_exercise4_clip_eager():
     wrong = judge(SUITE_CLIP.lab, SUITE_CLIP.number, SUITE_CLIP.checker, SUITE_CLIP.answers, call=SUITE_CLIP.call,
                   trials=2, part=SUITE_CLIP.part)
     assert not wrong, "\n".join(wrong)
 
 
+@pytest.mark.exercise("04", 4)
 def test_lab04_exercise4_hints_name_the_mistake(monkeypatch):
     _on_the_cpu(monkeypatch)
     assert "host" in ch04.check_clip_without_sync(ch04.clip_by_norm_syncing).hint
@@ -298,6 +302,7 @@ CAPTURE_ANSWERS = [
 SUITE_CAPTURE = suite("04", 4, ch04.check_clip_without_sync, CAPTURE_ANSWERS, part="captured")
 
 
+@pytest.mark.exercise("04", 4)
 @pytest.mark.gpu
 def test_lab04_exercise4_clip_captured():
     wrong = judge(SUITE_CAPTURE.lab, SUITE_CAPTURE.number, SUITE_CAPTURE.checker, SUITE_CAPTURE.answers,
@@ -425,6 +430,7 @@ PIPELINE_ANSWERS = [
 SUITE_PIPELINE = suite("04", 1, ch04.check_capture_pipeline, PIPELINE_ANSWERS)
 
 
+@pytest.mark.exercise("04", 1)
 @pytest.mark.gpu
 def test_lab04_exercise1_capture_pipeline():
     # the checker times replay against eager, so each answer is judged twice
@@ -548,6 +554,7 @@ CACHE_ANSWERS = [
 SUITE_CACHE = suite("04", 3, ch04.check_graph_cache, CACHE_ANSWERS)
 
 
+@pytest.mark.exercise("04", 3)
 @pytest.mark.gpu
 def test_lab04_exercise3_graph_cache():
     wrong = judge(SUITE_CACHE.lab, SUITE_CACHE.number, SUITE_CACHE.checker, SUITE_CACHE.answers)
@@ -657,6 +664,7 @@ NODE_ANSWERS = [
 SUITE_NODE = suite("04", 5, ch04.check_node_update, NODE_ANSWERS)
 
 
+@pytest.mark.exercise("04", 5)
 @pytest.mark.gpu
 def test_lab04_exercise5_node_update():
     wrong = judge(SUITE_NODE.lab, SUITE_NODE.number, SUITE_NODE.checker, SUITE_NODE.answers)
@@ -781,6 +789,7 @@ SERVE_ANSWERS = [
 SUITE_SERVE = suite("04", 6, ch04.check_serve, SERVE_ANSWERS)  # and one answer that captures, built in the test
 
 
+@pytest.mark.exercise("04", 6)
 @pytest.mark.gpu
 def test_lab04_exercise6_serve():
     answers = SUITE_SERVE.answers + [Answer("exercise 1's graph used, not the one given", "hard-coded",

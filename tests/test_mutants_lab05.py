@@ -92,6 +92,7 @@ def _schedule_only(checker, fn):
 SUITE_SCHEDULE = suite("05", 4, ch05.check_assignment, SCHEDULE_ANSWERS, call=_schedule_only, part="schedule")
 
 
+@pytest.mark.exercise("05", 4)
 def test_lab05_exercise4_schedule(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     wrong = judge(SUITE_SCHEDULE.lab, SUITE_SCHEDULE.number, SUITE_SCHEDULE.checker, SUITE_SCHEDULE.answers,
@@ -268,6 +269,7 @@ TORCH_ANSWERS = [
 SUITE_TORCH = suite("05", 1, ch05.check_torch_diamond, TORCH_ANSWERS)
 
 
+@pytest.mark.exercise("05", 1)
 @pytest.mark.gpu
 def test_lab05_exercise1_torch_diamond(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
@@ -365,6 +367,7 @@ JOIN_ANSWERS = [
 SUITE_JOIN = suite("05", 2, ch05.check_joined, JOIN_ANSWERS)
 
 
+@pytest.mark.exercise("05", 2)
 @pytest.mark.gpu
 def test_lab05_exercise2_joined(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
@@ -452,6 +455,7 @@ EXPLICIT_ANSWERS = [
 SUITE_EXPLICIT = suite("05", 3, ch05.check_explicit_diamond, EXPLICIT_ANSWERS)
 
 
+@pytest.mark.exercise("05", 3)
 @pytest.mark.gpu
 def test_lab05_exercise3_explicit_diamond(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")

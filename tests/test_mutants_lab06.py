@@ -99,6 +99,7 @@ LAUNCHABLE_ANSWERS = [
 SUITE_LAUNCHABLE = suite("06", 1, ch06.check_device_launchable, LAUNCHABLE_ANSWERS)
 
 
+@pytest.mark.exercise("06", 1)
 @pytest.mark.gpu
 def test_lab06_exercise1_device_launchable(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
@@ -206,6 +207,7 @@ SCHEDULER_ANSWERS = [
 SUITE_SCHEDULER = suite("06", 2, ch06.check_scheduler, SCHEDULER_ANSWERS)
 
 
+@pytest.mark.exercise("06", 2)
 @pytest.mark.gpu
 def test_lab06_exercise2_scheduler(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
@@ -286,6 +288,7 @@ BISECTION_ANSWERS = [
 SUITE_BISECTION = suite("06", 3, ch06.check_tail_loop, BISECTION_ANSWERS)
 
 
+@pytest.mark.exercise("06", 3)
 @pytest.mark.gpu
 def test_lab06_exercise3_tail_loop(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
@@ -361,6 +364,7 @@ WHILE_ANSWERS = [
 SUITE_WHILE = suite("06", 4, ch06.check_while_loop, WHILE_ANSWERS)
 
 
+@pytest.mark.exercise("06", 4)
 @pytest.mark.gpu
 def test_lab06_exercise4_while_loop(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")

@@ -118,6 +118,7 @@ CACHE_ANSWERS = [
 SUITE_CACHE = suite("07", 1, ch07.check_static_cache, CACHE_ANSWERS)
 
 
+@pytest.mark.exercise("07", 1)
 def test_lab07_exercise1_static_cache(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     answers, trials = SUITE_CACHE.answers, 2
@@ -282,6 +283,7 @@ STEP_ANSWERS = [
 SUITE_STEP = suite("07", 2, ch07.check_capture_step, STEP_ANSWERS)
 
 
+@pytest.mark.exercise("07", 2)
 @pytest.mark.gpu
 def test_lab07_exercise2_capture_step(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
@@ -421,6 +423,7 @@ LOOP_ANSWERS = [
 SUITE_LOOP = suite("07", 3, ch07.check_capture_loop, LOOP_ANSWERS)
 
 
+@pytest.mark.exercise("07", 3)
 @pytest.mark.gpu
 def test_lab07_exercise3_capture_loop(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
@@ -517,6 +520,7 @@ ATTRIBUTE_ANSWERS = [
 SUITE_ATTRIBUTE = suite("07", 4, ch07.check_attribute_idle, ATTRIBUTE_ANSWERS)
 
 
+@pytest.mark.exercise("07", 4)
 def test_lab07_exercise4_attribute_idle(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     wrong = judge(SUITE_ATTRIBUTE.lab, SUITE_ATTRIBUTE.number, SUITE_ATTRIBUTE.checker, SUITE_ATTRIBUTE.answers,

@@ -107,6 +107,7 @@ FUNCTIONAL_ANSWERS = [
 SUITE_FUNCTIONAL = suite("08", 1, ch08.check_functional_all_reduce, FUNCTIONAL_ANSWERS)
 
 
+@pytest.mark.exercise("08", 1)
 def test_lab08_exercise1_functional_all_reduce(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     wrong, verdicts = _judged_together(SUITE_FUNCTIONAL.number, SUITE_FUNCTIONAL.checker, SUITE_FUNCTIONAL.answers)
@@ -243,6 +244,7 @@ SUITE_CLIP_TOGETHER = suite("08", 3, ch08.check_symmetric_clip, CLIP_TOGETHER, p
 SUITE_CLIP_ALONE = suite("08", 3, ch08.check_symmetric_clip, CLIP_ALONE, part="ranks disagree")
 
 
+@pytest.mark.exercise("08", 3)
 def test_lab08_exercise3_symmetric_clip(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
     wrong, verdicts = _judged_together(SUITE_CLIP_TOGETHER.number, SUITE_CLIP_TOGETHER.checker,
@@ -453,6 +455,7 @@ GRAPHED_ANSWERS = [
 SUITE_GRAPHED = suite("08", 2, ch08.check_graphed_mean, GRAPHED_ANSWERS)
 
 
+@pytest.mark.exercise("08", 2)
 @pytest.mark.gpu
 @pytest.mark.skipif(gpu_count() < 2, reason="needs two CUDA GPUs")
 def test_lab08_exercise2_graphed_mean(monkeypatch, capsys):

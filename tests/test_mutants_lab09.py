@@ -113,6 +113,7 @@ PAIR_ANSWERS = [
 SUITE_PAIR = suite("09", 1, ch09.check_pdl_pair, PAIR_ANSWERS)
 
 
+@pytest.mark.exercise("09", 1)
 @pytest.mark.gpu
 def test_lab09_exercise1_pdl_pair(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
@@ -259,6 +260,7 @@ CHAIN_ANSWERS = [
 SUITE_CHAIN = suite("09", 2, ch09.check_pdl_chain, CHAIN_ANSWERS)
 
 
+@pytest.mark.exercise("09", 2)
 @pytest.mark.gpu
 def test_lab09_exercise2_pdl_chain(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
@@ -402,6 +404,7 @@ RACY_BARRIER_ANSWERS = [
 SUITE_RACY_BARRIER = suite("09", 3, ch09.check_grid_barrier, RACY_BARRIER_ANSWERS, part="racy: no fences")
 
 
+@pytest.mark.exercise("09", 3)
 @pytest.mark.gpu
 def test_lab09_exercise3_grid_barrier(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
@@ -414,6 +417,7 @@ def test_lab09_exercise3_grid_barrier(monkeypatch):
     assert "stopped after 3 s" in never_reset.detail and "reset count to 0" in never_reset.hint, never_reset
 
 
+@pytest.mark.exercise("09", 3)
 @pytest.mark.gpu
 def test_lab09_exercise3_a_barrier_without_fences_fails(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
@@ -542,6 +546,7 @@ RUNG_ANSWERS = [
 SUITE_RUNG = suite("09", 4, ch09.check_rung, RUNG_ANSWERS)
 
 
+@pytest.mark.exercise("09", 4)
 def test_lab09_exercise4_rung(lenient_checkers):
     # every mutant must fail, and every right answer pass, on 30 draws of the made-up workloads
     wrong = judge(SUITE_RUNG.lab, SUITE_RUNG.number, SUITE_RUNG.checker, SUITE_RUNG.answers, trials=30)

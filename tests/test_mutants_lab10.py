@@ -108,6 +108,7 @@ STEP_ANSWERS = [
 SUITE_STEP = suite("10", 1, ch10.check_train_step, STEP_ANSWERS)
 
 
+@pytest.mark.exercise("10", 1)
 @pytest.mark.gpu
 def test_lab10_exercise1_train_step(lenient_checkers):
     wrong = judge(SUITE_STEP.lab, SUITE_STEP.number, SUITE_STEP.checker, SUITE_STEP.answers)
@@ -167,6 +168,7 @@ DROPOUT_ANSWERS = [
 SUITE_DROPOUT = suite("10", 2, ch10.check_dropout_graph, DROPOUT_ANSWERS)
 
 
+@pytest.mark.exercise("10", 2)
 @pytest.mark.gpu
 def test_lab10_exercise2_dropout(lenient_checkers):
     wrong = judge(SUITE_DROPOUT.lab, SUITE_DROPOUT.number, SUITE_DROPOUT.checker, SUITE_DROPOUT.answers)
@@ -300,6 +302,7 @@ PIECEWISE_ANSWERS = [
 SUITE_PIECEWISE = suite("10", 3, ch10.check_piecewise, PIECEWISE_ANSWERS)
 
 
+@pytest.mark.exercise("10", 3)
 @pytest.mark.gpu
 def test_lab10_exercise3_piecewise(lenient_checkers):
     wrong = judge(SUITE_PIECEWISE.lab, SUITE_PIECEWISE.number, SUITE_PIECEWISE.checker, SUITE_PIECEWISE.answers)
@@ -378,6 +381,7 @@ COMPILE_ANSWERS = [
 SUITE_COMPILE = suite("10", 4, ch10.check_compile_fix, COMPILE_ANSWERS)
 
 
+@pytest.mark.exercise("10", 4)
 @pytest.mark.gpu
 def test_lab10_exercise4_compile_fix(lenient_checkers):
     wrong = judge(SUITE_COMPILE.lab, SUITE_COMPILE.number, SUITE_COMPILE.checker, SUITE_COMPILE.answers)
