@@ -254,3 +254,17 @@ def test_every_declared_mistake_is_planted_in_its_suite():
             missing = [m.name for m in ex.mistakes
                        if (ch.number, ex.number, m.name) not in planted | BUILT_ON_A_GPU]
             assert not missing, f"lab {ch.number} exercise {ex.number}: declared, never planted: {missing}"
+
+
+def test_no_learner_module_imports_a_maintainers_package_even_inside_a_function(root):
+    """The import hook above sees only imports that run; this reads every import statement, wherever it is."""
+    import ast
+
+    refused = {"launchlab_tools", "yaml", "pytest", "nbclient", "nbval", "playwright"}
+    found = []
+    for path in sorted((root / "utils" / "launchlab").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{path.relative_to(root)}:{node.lineno} {n}" for n in names if n.split(".")[0] in refused]
+    assert not found, found

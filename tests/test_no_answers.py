@@ -252,12 +252,12 @@ def server(tmp_path_factory) -> Iterator[Server]:
 
 
 def _exercises() -> Iterator:
-    # A GPU exercise's candidates run in the GPU tier's parallel phase (`concurrent`): each fails the checker on
-    # its values or its structure, long before any timing could decide it.
+    # An untimed GPU exercise's candidates run in the GPU tier's parallel phase (`concurrent`); a timed one's alone.
     for chapter in course.chapters():
         for ex in chapter.exercises:
             yield pytest.param(chapter, ex, id=f"lab{chapter.number}-ex{ex.number}-{ex.checker}",
-                               marks=[pytest.mark.gpu, pytest.mark.concurrent] if ex.runs_on == "gpu" else [])
+                               marks=([pytest.mark.gpu] + ([] if ex.timed else [pytest.mark.concurrent])
+                                      if ex.runs_on == "gpu" else []))
 
 
 @pytest.mark.parametrize(("chapter", "ex"), list(_exercises()))

@@ -12,6 +12,14 @@ python=${BOOTSTRAP_PYTHON:-python3}
 here=$(cd "$(dirname "$0")" && pwd)
 tested_file="$here/launchlab/tested_versions.toml"
 
+# tomllib (the tested versions' file) and the course need Python 3.11 or newer: say so before building anything.
+for candidate in "$python" "$venv/bin/python"; do
+  if command -v "$candidate" >/dev/null 2>&1 && ! "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "the course needs Python 3.11 or newer; $candidate is $("$candidate" --version 2>&1)." >&2
+    echo "Run with BOOTSTRAP_PYTHON=python3.12 (and delete $venv if it was made with the old one)." >&2
+    exit 1
+  fi
+done
 if [ ! -x "$venv/bin/python" ]; then
   echo "creating $venv with $($python --version)"
   "$python" -m venv "$venv"

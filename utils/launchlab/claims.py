@@ -93,7 +93,11 @@ def _order(ours: Side, baseline: Side, rule: str, holds_fn, margin_fn, by: float
     a, b = ours.value, baseline.value
     if not (math.isfinite(a) and math.isfinite(b)):
         return Comparison(ours, baseline, rule, False, float("nan"), False)
-    return Comparison(ours, baseline, rule, holds_fn(a, b, by), margin_fn(a, b, by), holds_fn(b, a, by))
+    held = holds_fn(a, b, by)
+    margin = margin_fn(a, b, by)
+    if not held and not margin < 0:   # a side at or below zero: the ratio says nothing, the rule failed
+        margin = -1.0
+    return Comparison(ours, baseline, rule, held, margin, holds_fn(b, a, by))
 
 
 def _ratio(numerator: float, denominator: float) -> float:

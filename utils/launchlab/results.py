@@ -181,7 +181,10 @@ def compare(names: Sequence[str], yours: Mapping[str, float] | None = None, root
     units = load_run().get("units", {})
     rows = []
     for name in names:
-        declared = declared_figure(name)   # a typo in a compare list is an error, not "no report holds it"
+        try:   # a typo in a compare list is an error, not "no report holds it"
+            declared = declared_figure(name)
+        except UndeclaredName:
+            raise UndeclaredName(f"compare: {name!r} is a figure no chapter declares; check its spelling") from None
         ref = reference(name, root)
         mine = yours.get(name)
         ratio = mine / ref.value if (mine is not None and ref and ref.value) else None

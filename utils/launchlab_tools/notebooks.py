@@ -116,24 +116,34 @@ def regenerate_main(argv: list[str] | None, doc: str, generate, errors: tuple[ty
 
 
 def changed_from_commit(root: Path | None = None, dirs: tuple[str, ...] = ("notebooks", "solutions")) -> list[str] | None:
-    """The course notebooks that differ from the checkout's last commit (a learner's run, JupyterLab's own
-    metadata), or None outside a git checkout."""
+    """The tracked course notebooks that differ from the checkout's last commit (a learner's run, JupyterLab's own
+    metadata), or None outside a git checkout; RuntimeError with git's own words when git cannot tell."""
     import subprocess
 
     root = root or repo_root()
     try:
-        out = subprocess.run(["git", "status", "--porcelain", "--", *dirs], cwd=root, capture_output=True, text=True,
-                             timeout=60, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return sorted(line[3:].strip() for line in out.splitlines() if line[3:].strip().endswith(".ipynb"))
+        done = subprocess.run(["git", "-c", "core.quotePath=false", "status", "--porcelain", "--untracked-files=no",
+                               "--", *dirs], cwd=root, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise RuntimeError(f"git could not be run ({exc})") from None
+    if done.returncode != 0:
+        if "not a git repository" in done.stderr:
+            return None
+        raise RuntimeError(done.stderr.strip() or f"git status exited {done.returncode}")
+    return sorted(line[3:].strip() for line in done.stdout.splitlines() if line[3:].strip().endswith(".ipynb"))
 
 
 def require_committed(root: Path | None = None) -> int:
     """Exit status for the site and slides builds: 1, naming them, when a course notebook differs from the commit."""
     import sys
 
-    changed = changed_from_commit(root)
+    try:
+        changed = changed_from_commit(root)
+    except RuntimeError as exc:
+        print(f"cannot tell whether the notebooks differ from the last commit: {exc}. Fix git (for a checkout "
+              "owned by another user: git config --global --add safe.directory <path>), then build again.",
+              file=sys.stderr)
+        return 1
     if changed is None:
         print("not a git checkout: the site and the decks are built from the notebooks as they are", file=sys.stderr)
         return 0

@@ -30,10 +30,17 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError
 from launchlab import course
 from launchlab.checking import FAIL_MARK, PASS_MARK
 from launchlab.claims import NARROW_MARGIN
-from launchlab.env import environment, gpu_count, gpu_slug, repo_root
+from launchlab.env import (
+    TESTED_VERSIONS_FILE,
+    environment,
+    gpu_count,
+    gpu_slug,
+    repo_root,
+    version_differences,
+)
 from launchlab.report import Report, report_path
 
-from .notebooks import code_sources, course_notebooks, needs_gpus, runs_gpu_cells, source_sha256
+from .notebooks import course_notebooks, needs_gpus, runs_gpu_cells, source_sha256
 
 SOLUTION_TRIALS = 5
 
@@ -89,7 +96,7 @@ def _run_one(root: Path, path: Path, env_vars: dict[str, str], results_dir: str)
     rel = path.relative_to(root).as_posix()
     own_dir = Path(results_dir) / path.stem / rel.split("/")[0]
     own_dir.mkdir(parents=True, exist_ok=True)
-    print(f"running {rel} ({len(code_sources(nbformat.read(path, as_version=4)))} code cells)", flush=True)
+    print(f"running {rel}", flush=True)
     # A solution's checkers judge it SOLUTION_TRIALS times: a right answer must pass every run, not most.
     trials = SOLUTION_TRIALS if rel.startswith("solutions/") else 1
     try:
@@ -97,8 +104,7 @@ def _run_one(root: Path, path: Path, env_vars: dict[str, str], results_dir: str)
                                         "LAUNCHLAB_RESULTS_DIR": str(own_dir)})
     except Exception as exc:  # a dead kernel, an unreadable notebook: this notebook failed, the run goes on
         print(f"  {rel} could not run: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr, flush=True)
-        entry = {"cells": len(code_sources(nbformat.read(path, as_version=4))), "failed": 1, "skipped": 0,
-                 "seconds": 0.0}
+        entry = {"cells": 0, "failed": 1, "skipped": 0, "seconds": 0.0}
     if trials > 1:
         entry["check_trials"] = trials
     print(f"  {rel}: {entry}", flush=True)
@@ -128,6 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     root = repo_root()
     if not environment().has_gpu:
         print(f"make reference needs a CUDA GPU: {environment().problem}", file=sys.stderr)
+        return 2
+    differ = version_differences(environment())
+    if differ:  # the reports describe the tested releases: another release's run would mix two in one file
+        print("make reference writes the course's reports on the tested versions only; here "
+              + ", ".join(differ) + f". Use `make lab` in a fresh .venv, or change {TESTED_VERSIONS_FILE.name} "
+              "and re-run every GPU's report.", file=sys.stderr)
         return 2
     paths = [p.resolve() for p in args.paths]
     if not paths:  # every notebook with a GPU cell this machine can run; the CPU tier runs the rest
