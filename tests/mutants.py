@@ -31,6 +31,19 @@ class Answer:
 TABLE: list[dict] = []  # one row per exercise judged in this run
 
 
+def without_cuda(checker: Callable, fn: Callable):
+    """The checker's verdict with CUDA hidden from it: the part of a cpu-partial exercise a CPU judges, the same on
+    a GPU machine (a `call=` for `suite` and `judge`)."""
+    import torch
+
+    available = torch.cuda.is_available
+    torch.cuda.is_available = lambda: False
+    try:
+        return checker(fn)
+    finally:
+        torch.cuda.is_available = available
+
+
 @dataclass(frozen=True)
 class Suite:
     """The planted answers to one exercise and how its checker is called on them."""

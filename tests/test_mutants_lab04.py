@@ -9,7 +9,7 @@ from bisect import bisect_left
 import pytest
 
 from launchlab.chapters.ch04 import checkers as ch04
-from mutants import Answer, judge, suite
+from mutants import Answer, judge, suite, without_cuda
 
 
 @pytest.fixture(autouse=True)
@@ -251,19 +251,7 @@ CLIP_ANSWERS = [
 ]
 
 
-def _eagerly(checker, fn):
-    """The checker with CUDA hidden from it: the eager part alone, on a GPU machine too."""
-    import torch
-
-    available = torch.cuda.is_available
-    torch.cuda.is_available = lambda: False
-    try:
-        return checker(fn)
-    finally:
-        torch.cuda.is_available = available
-
-
-SUITE_CLIP = suite("04", 4, ch04.check_clip_without_sync, CLIP_ANSWERS, call=_eagerly, part="eager")
+SUITE_CLIP = suite("04", 4, ch04.check_clip_without_sync, CLIP_ANSWERS, call=without_cuda, part="eager")
 
 
 def _on_the_cpu(monkeypatch):

@@ -6,7 +6,7 @@ import heapq
 import pytest
 
 from launchlab.chapters.ch05 import checkers as ch05
-from mutants import Answer, judge, suite
+from mutants import Answer, judge, suite, without_cuda
 
 
 def longest_first(durations, branches):
@@ -76,20 +76,7 @@ SCHEDULE_ANSWERS = [
 ]
 
 
-def _schedule_only(checker, fn):
-    """The checker with CUDA hidden from it: the schedule alone. On a GPU it would also capture and time each one,
-    which the GPU tier's run of solution 05 covers."""
-    import torch
-
-    available = torch.cuda.is_available
-    torch.cuda.is_available = lambda: False
-    try:
-        return checker(fn)
-    finally:
-        torch.cuda.is_available = available
-
-
-SUITE_SCHEDULE = suite("05", 4, ch05.check_assignment, SCHEDULE_ANSWERS, call=_schedule_only, part="schedule")
+SUITE_SCHEDULE = suite("05", 4, ch05.check_assignment, SCHEDULE_ANSWERS, call=without_cuda, part="schedule")
 
 
 @pytest.mark.exercise("05", 4)
