@@ -90,7 +90,7 @@ def test_idle_split_matches_kernels_to_their_launch_calls():
               event("cuda_runtime", "cudaGraphLaunch", 5, 10, correlation=8),   # returns at 15
               event("kernel", "b", 12, 2, correlation=8),                       # idle 9-12: host (launch running)
               event("kernel", "c", 15, 3, correlation=8)]                       # idle 14-15: host; tail 18-20 host
-    # idle_split's per-kernel rule; inside one replay, 14-15 is the GPU's own gap (trace.split_by_launch says so)
+    # idle_split's per-kernel rule; inside one replay, 14-15 is the GPU's own gap (trace.launch_split says so)
     split = trace.idle_split(events, "calls")
     assert split.kernel_count == 3
     assert (split.busy_us, split.host_wait_us, split.gpu_gap_us) == pytest.approx((10.0, 9.0, 1.0))

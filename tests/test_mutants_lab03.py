@@ -1,12 +1,15 @@
 """Lab 03's mutation suite: plausible answers to every exercise, each judged by its checker.
 
-Exercises 1, 2 and 4 run on a CPU; exercise 3 (did reduce-overhead really graph?) needs a GPU.
+Exercises 1, 2 and 4 run on a CPU; exercise 3 (did reduce-overhead really graph?) needs a GPU, apart from its
+check without one and the trace reading its checker relies on.
 """
 
 import pytest
 import torch
 
+from launchlab import trace
 from launchlab.chapters.ch03 import checkers as ch03
+from launchlab.checking import NEEDS_GPU, warm_up_then_capture
 from mutants import Answer, judge, suite
 
 
@@ -294,6 +297,79 @@ def graphed_update_outside(fn):
     return run
 
 
+def graphed_decorated_fullgraph(fn):
+    """Right, written differently: the decorator with fullgraph=True, and a new CUDA-graph step marked each call."""
+
+    @torch.compile(mode="reduce-overhead", fullgraph=True)
+    def pure(x, running_mean):
+        new_mean = running_mean.clone()
+        return fn(x, new_mean), new_mean
+
+    def run(x, running_mean):
+        torch.compiler.cudagraph_mark_step_begin()
+        out, new_mean = pure(x, running_mean)
+        running_mean.copy_(new_mean)
+        return out
+
+    return run
+
+
+def graphed_by_option_update_spelled_out(fn):
+    """Right, written differently: CUDA graphs asked for by Inductor's option instead of the mode, and the update
+    written out eagerly in more kernels (a mean, two products, a sum) than the original's."""
+    compiled = torch.compile(lambda x, running_mean: fn(x, running_mean.clone()), options={"triton.cudagraphs": True})
+
+    def run(x, running_mean):
+        out = compiled(x, running_mean)
+        running_mean.copy_(0.9 * running_mean + 0.1 * x.mean(0))
+        return out
+
+    return run
+
+
+def graph_then_eager_update(fn):
+    def pure(x, running_mean):
+        new_mean = running_mean.clone()
+        return fn(x, new_mean), new_mean
+
+    compiled = torch.compile(pure, mode="reduce-overhead")
+
+    def run(x, running_mean):
+        out, _ = compiled(x, running_mean)  # the graph gives the output...
+        fn(x, running_mean)                 # ...and the whole fn runs again, eagerly, for its in-place update
+        return out
+
+    return run
+
+
+def eager_with_graphed_clone(fn):
+    tail = torch.compile(lambda t: t.clone(), mode="reduce-overhead")  # a graph launch, of a copy only
+    return lambda x, running_mean: tail(fn(x, running_mean))
+
+
+def captured_by_hand(fn):
+    """fn captured into a torch.cuda.CUDAGraph of its own at the first call, on static copies of the inputs."""
+    state = {}
+
+    def run(x, running_mean):
+        if not state:
+            state["x"], state["mean"] = x.clone(), running_mean.clone()
+            state["graph"], state["out"] = warm_up_then_capture(lambda: fn(state["x"], state["mean"]))
+        state["x"].copy_(x)
+        state["mean"].copy_(running_mean)
+        state["graph"].replay()
+        running_mean.copy_(state["mean"])
+        return state["out"].clone()
+
+    return run
+
+
+def hand_graph_beside_compiled_clone(fn):
+    by_hand = captured_by_hand(fn)
+    tail = torch.compile(lambda t: t.clone(), mode="reduce-overhead")  # torch.compile's graph launch, of a copy
+    return lambda x, running_mean: tail(by_hand(x, running_mean))
+
+
 def default_mode(fn):
     return torch.compile(fn)  # fused, but no CUDA graph
 
@@ -358,10 +434,16 @@ def new_mean_returned_too(fn):
 GRAPHED_ANSWERS = [
     Answer("the update returned, copied outside (the solution)", "right", graphed),
     Answer("compiled on a clone, the update run eagerly after", "right", graphed_update_outside),
+    Answer("decorator, fullgraph=True, a step marked each call", "right", graphed_decorated_fullgraph),
+    Answer("CUDA graphs by Inductor's option, the update spelled out", "right", graphed_by_option_update_spelled_out),
     Answer("the default compile mode", "classic", default_mode),
     Answer("reduce-overhead on fn as given: the mutated input skips the graph", "classic", reduce_overhead_as_given),
     Answer("the update copied back inside the compiled function", "method", copied_back_inside),
     Answer("the eager fn returned", "structure", lambda fn: fn),
+    Answer("the graph for the output, then fn run eagerly for the update", "method", graph_then_eager_update),
+    Answer("the MLP eager, only a clone of its output graphed", "structure", eager_with_graphed_clone),
+    Answer("a CUDA graph captured by hand, no torch.compile", "method", captured_by_hand),
+    Answer("a hand-captured graph beside a compiled clone", "structure", hand_graph_beside_compiled_clone),
     Answer("the new mean rebound, not copied into the caller's tensor", "structure", rebound_not_copied),
     Answer("the running mean kept in half precision", "unit",
            lambda fn: _graphed_via(fn, lambda running_mean: running_mean.half())),
@@ -408,6 +490,52 @@ def test_lab03_exercise3_really_graphed():
     assert not wrong, "\n".join(wrong)
     verdict = _fresh_compile(ch03.check_really_graphed, reduce_overhead_as_given)
     assert "it did not graph" in verdict.detail and "cudaGraphLaunch" in verdict.hint
+    verdict = _fresh_compile(ch03.check_really_graphed, graph_then_eager_update)
+    assert f"at most {ch03.LAUNCHES_BESIDE_GRAPH} allowed" in verdict.detail and verdict.hint == ch03.OUTSIDE_HINT
+    verdict = _fresh_compile(ch03.check_really_graphed, captured_by_hand)
+    assert "0 from torch.compile's compiled code" in verdict.detail and verdict.hint == ch03.NOT_COMPILED_HINT
+    verdict = _fresh_compile(ch03.check_really_graphed, graphed)
+    assert verdict and "every graph launch from torch.compile's compiled code" in verdict.detail
+
+
+def test_lab03_exercise3_without_a_gpu_says_it_needs_one(monkeypatch):
+    """On a machine without CUDA (or with it hidden) the check names the missing GPU, not the error it would raise."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    verdict = ch03.check_really_graphed(graphed)
+    assert not verdict and NEEDS_GPU in verdict.detail
+
+
+def _launch(name: str, ts: float, cat: str = "cuda_runtime") -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": 2.0}
+
+
+def test_lab03_exercise3_launches_are_told_apart_by_inductors_range():
+    """A launch made while Inductor's compiled code ran (inside its range on the host) is the compiled code's; any
+    other launch, and the range's copy on the GPU's row, is not."""
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"{ch03.INDUCTOR_CALL} abc ##", "ts": 100.0, "dur": 50.0},
+        {"ph": "X", "cat": "gpu_user_annotation", "name": f"{ch03.INDUCTOR_CALL} abc ##", "ts": 0.0, "dur": 400.0},
+        _launch("cudaLaunchKernel", 110.0),           # the inputs' copy into the static buffers
+        _launch("cudaGraphLaunch_v10000", 130.0),     # the replay
+        _launch("cudaLaunchKernel", 20.0),            # eager work before the compiled call
+        _launch("cuLaunchKernel", 160.0, "cuda_driver"),
+        _launch("cudaGraphLaunch", 200.0),            # a graph of the answer's own
+        _launch("cudaMemcpyAsync", 210.0),            # a copy is no launch
+    ]
+    assert ch03._launch_origins(events) == {"graphs_compiled": 1, "graphs_other": 1,
+                                            "kernels_compiled": 1, "kernels_other": 2}
+    assert ch03._launch_origins([e for e in events if e["cat"] != "cpu_op"])["graphs_compiled"] == 0
+
+
+def test_lab03_exercise3_inductor_still_marks_its_compiled_calls():
+    """The checker tells torch.compile's graph launches from others by the range Inductor puts around every call of
+    its compiled code: the installed torch must still emit it (Inductor compiling for the CPU here)."""
+    compiled = torch.compile(lambda x: torch.sin(x) + 1)
+    x = torch.randn(16)
+    compiled(x)
+    events = trace.record(lambda: compiled(x), calls=1)
+    marked = [e for e in events if str(e.get("name", "")).startswith(ch03.INDUCTOR_CALL)]
+    assert marked, f"no profiler range named {ch03.INDUCTOR_CALL!r} around a call of Inductor's compiled code"
 
 
 @pytest.mark.exercise("03", 4)

@@ -447,7 +447,7 @@ def split_by_events(kernels, window):
     """Right, written differently: merge the kernels into busy intervals first, then classify each gap."""
     lo, hi = window
     merged = []
-    for launched, start, end in sorted(kernels, key=lambda k: k[1]):
+    for launched, start, end in sorted(kernels, key=lambda k: (k[1], k[0])):   # ties: the first launched first
         start, end = max(start, lo), min(end, hi)
         if end <= start:
             continue
@@ -503,6 +503,45 @@ def waits_measured_from_launch_to_start(kernels, window):
     return busy, waited, window[1] - window[0] - busy - waited
 
 
+def walked_whole(kernels, window):
+    """The course's walk without clipping each kernel to the window."""
+    lo, hi = window
+    busy = host = gpu = 0.0
+    cursor = lo
+    for launched, start, end in sorted(kernels, key=lambda k: (k[1], k[0], k[2])):
+        if start > cursor:
+            waiting = min(max(launched - cursor, 0.0), start - cursor)
+            host, gpu = host + waiting, gpu + start - cursor - waiting
+        if end > cursor:
+            busy += end - max(start, cursor)
+            cursor = end
+    return busy, host + max(hi - cursor, 0.0), gpu
+
+
+def ties_to_the_last_launched(kernels, window):
+    """The course's walk, but of kernels starting together the last launched goes first."""
+    lo, hi = window
+    busy = host = gpu = 0.0
+    cursor = lo
+    for launched, start, end in sorted(kernels, key=lambda k: (k[1], -k[0], k[2])):
+        start, end = max(start, lo), min(end, hi)
+        if end <= start:
+            continue
+        if start > cursor:
+            waiting = min(max(launched - cursor, 0.0), start - cursor)
+            host, gpu = host + waiting, gpu + start - cursor - waiting
+        if end > cursor:
+            busy += end - max(start, cursor)
+            cursor = end
+    return busy, host + max(hi - cursor, 0.0), gpu
+
+
+def lectures_launch_split(kernels, window):
+    """The lecture's split by launch call, every kernel its own call: it must not be public."""
+    split = trace.split_by_launch([(None, *k) for k in kernels], window)
+    return split.busy_us, split.host_wait_us, split.queued_gap_us + split.replay_gap_us
+
+
 ATTRIBUTE_ANSWERS = [
     Answer("the course's walk", "right", reference),
     Answer("busy intervals merged first", "right", split_by_events),
@@ -516,6 +555,9 @@ ATTRIBUTE_ANSWERS = [
     Answer("NaN for the GPU gap", "bad value", lambda k, w: (*reference(k, w)[:2], float("nan"))),
     Answer("a list of the three", "right", lambda k, w: list(reference(k, w))),
     Answer("two of the three", "structure", lambda k, w: reference(k, w)[:2]),
+    Answer("kernels not clipped to the window", "method", walked_whole),
+    Answer("of kernels starting together, the last launched decides", "method", ties_to_the_last_launched),
+    Answer("the lecture's launch split with no call ids", "structure", lectures_launch_split),
 ]
 SUITE_ATTRIBUTE = suite("07", 4, ch07.check_attribute_idle, ATTRIBUTE_ANSWERS)
 

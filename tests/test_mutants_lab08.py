@@ -348,6 +348,42 @@ def capture_half_rounds(x, steps):  # after the first round every rank holds the
     return graph
 
 
+def capture_divided_by_the_power(x, steps):  # all the rounds, then one division by world ** steps: the same value
+    world = dist.get_world_size()
+
+    def step():
+        for _ in range(steps):
+            dist.all_reduce(x)
+        x.div_(world ** steps)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph
+
+
+def capture_divided_by_two(x, steps):  # the world size typed in: right on two ranks, wrong on one
+    def step():
+        for _ in range(steps):
+            dist.all_reduce(x)
+            x.div_(2)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph
+
+
 def capture_divided_once(x, steps):  # all the rounds, then one division
     world = dist.get_world_size()
 
@@ -446,6 +482,8 @@ GRAPHED_ANSWERS = [
     Answer("one round, `steps` ignored", "structure", capture_one_round),
     Answer("half the rounds", "structure", capture_half_rounds),
     Answer("one division after all the rounds", "method", capture_divided_once),
+    Answer("one division by world ** steps after all the rounds", "method", capture_divided_by_the_power),
+    Answer("the world size typed in", "hard-coded", capture_divided_by_two),
     Answer("divided by steps, not by the world size", "unit", capture_divided_by_steps),
     Answer("the graph reduces a copy of x", "structure", capture_on_a_copy),
     Answer("the all-reduce left outside the graph", "method", collective_left_outside),
@@ -467,3 +505,5 @@ def test_lab08_exercise2_graphed_mean(monkeypatch, capsys):
     assert "kernels for 4 rounds" in verdicts["capture_one_round"].detail
     assert "2 NCCL kernels for 4 rounds" in verdicts["capture_half_rounds"].detail
     assert "never your Python" in verdicts["replayed_eagerly"].hint
+    assert "near 1.2e38" in verdicts["capture_divided_by_the_power"].detail
+    assert "one rank alone" in verdicts["capture_divided_by_two"].detail

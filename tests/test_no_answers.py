@@ -4,8 +4,12 @@ For every exercise, every public function and class a learner can reach in `laun
 names, the checkers modules apart, and what `for_lab` hands each lab besides its checkers) whose signature
 takes the exercise's arguments is handed to the exercise's checker, which must FAIL it. A function declared to
 return a record (a dataclass) is also handed over unpacked to the record's float fields, the one line a
-learner would write around it (`s = split(...); return s.busy_us, s.host_wait_us, s.gpu_gap_us`). Only the
-signature leaves a candidate out. Exercises that run on a GPU are marked gpu (skipped without CUDA); the
+learner would write around it (`s = split(...); return s.busy_us, s.host_wait_us, s.gpu_gap_us`), and with
+the record's last float fields summed into one, for a record split finer than the exercise asks (queued and
+replay gaps added into one GPU gap). A function whose hints ask for items with leading fields of any type
+(`Iterable[tuple[object, float, float, float]]`: a call id a learner may leave None) is also handed over with
+None put before each item's fields, for items that are that much shorter. Only the signature leaves a
+candidate out. Exercises that run on a GPU are marked gpu (skipped without CUDA); the
 others are the CPU tier.
 
 Library functions handed a checker's arguments do what they were written to do: a rank's watchdog or shutdown
@@ -15,6 +19,7 @@ that has imported the package and never touched CUDA or run a parallel region, a
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import functools
 import importlib
@@ -29,13 +34,13 @@ import subprocess
 import sys
 import time
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
 
 import launchlab
-from launchlab import course
+from launchlab import course, trace
 from launchlab.checkers import for_lab
 
 CHECKERS_MODULE = re.compile(r"launchlab\.chapters\.ch\d\d\.checkers")
@@ -86,19 +91,90 @@ def _record_returned(fn: Callable) -> type | None:
     return returned if isinstance(returned, type) and dataclasses.is_dataclass(returned) else None
 
 
-def _unpacked(fn: Callable, record: type) -> Callable | None:
-    """fn returning its record's float fields instead of the record: the one there is, or a tuple of them."""
+def _floats(record: type) -> list[str]:
+    """The float fields of a record, in order."""
     hints = typing.get_type_hints(record)
-    floats = [f.name for f in dataclasses.fields(record) if hints.get(f.name) is float]
-    if not floats:
+    return [f.name for f in dataclasses.fields(record) if hints.get(f.name) is float]
+
+
+def _unpacked(fn: Callable, record: type, summed: int = 1) -> Callable | None:
+    """fn returning its record's float fields instead of the record: the one there is, or a tuple of them; with
+    `summed` > 1, the last `summed` of them added into one value."""
+    floats = _floats(record)
+    if not floats or not 1 <= summed <= len(floats):
         return None
 
     def unpacked(*args):
         result = fn(*args)
-        values = tuple(getattr(result, name) for name in floats)
+        values = [getattr(result, name) for name in floats]
+        values = (*values[:len(values) - summed], sum(values[len(values) - summed:]))
         return values if len(values) > 1 else values[0]
 
     return unpacked
+
+
+def _unpackings(fn: Callable, record: type) -> list[tuple[str, Callable]]:
+    """fn unpacked to its record's floats, then with the last two, three, ... of them summed into one."""
+    name = record.__name__
+    return [(f"its {name}'s floats" if summed == 1 else f"its {name}'s floats, the last {summed} summed",
+             _unpacked(fn, record, summed)) for summed in range(1, len(_floats(record)) + 1)]
+
+
+def _leading_any(fn: Callable) -> dict[int, tuple[int, int]]:
+    """{positional index: (item length, leading fields)} for each parameter that fn's hints declare an iterable of
+    fixed-length tuples whose first fields may be anything (`object`, or a union with None): an id a learner
+    may leave None."""
+    try:
+        hints = typing.get_type_hints(fn)
+        params = list(inspect.signature(fn).parameters.values())
+    except Exception:  # an annotation that does not resolve here, or no signature: nothing to pad
+        return {}
+    found = {}
+    for index, param in enumerate(params):
+        hint = hints.get(param.name)
+        if typing.get_origin(hint) not in (list, tuple, collections.abc.Iterable, collections.abc.Sequence):
+            continue
+        item = (typing.get_args(hint) or (None,))[0]
+        fields = typing.get_args(item)
+        if typing.get_origin(item) is not tuple or not fields or Ellipsis in fields:
+            continue
+        lead = 0
+        while lead < len(fields) and (fields[lead] is object or type(None) in typing.get_args(fields[lead])):
+            lead += 1
+        if 0 < lead < len(fields):
+            found[index] = (len(fields), lead)
+    return found
+
+
+def _padded(fn: Callable) -> Callable | None:
+    """fn with None put before each item's fields, where its hints ask for items with leading fields of any type
+    and the items passed are that much shorter (a learner's `[(None, *k) for k in kernels]`)."""
+    pads = _leading_any(fn)
+    if not pads:
+        return None
+
+    def padded(*args):
+        args = list(args)
+        for index, (size, lead) in pads.items():
+            items = args[index] if index < len(args) else None
+            if isinstance(items, (list, tuple)) and items and all(
+                    isinstance(i, (list, tuple)) and len(i) == size - lead for i in items):
+                args[index] = [(None,) * lead + tuple(i) for i in items]
+        return fn(*args)
+
+    return padded
+
+
+def _variants(where: str, fn: Callable) -> list[tuple[str, Callable]]:
+    """fn as it is, with None padding its items' leading fields where its hints ask for them, and each of those
+    unpacked where it returns a record."""
+    padded = _padded(fn)
+    found = [(where, fn), *([(f"{where}, None before each item's fields", padded)] if padded else [])]
+    record = _record_returned(fn)
+    if record:
+        found += [(f"{label}, {how}", unpacked) for label, called in list(found)
+                  for how, unpacked in _unpackings(called, record) if unpacked]
+    return found
 
 
 @functools.cache
@@ -106,13 +182,8 @@ def candidates(n: int) -> tuple[tuple[str, Callable], ...]:
     """What is handed to a checker whose learner's function takes n arguments."""
     found = []
     for where, fn in library():
-        if not _fits(fn, n):
-            continue
-        found.append((where, fn))
-        record = _record_returned(fn)
-        unpacked = _unpacked(fn, record) if record else None
-        if unpacked:
-            found.append((f"{where}, its {record.__name__}'s floats", unpacked))
+        if _fits(fn, n):
+            found += _variants(where, fn)
     return tuple(found)
 
 
@@ -281,3 +352,20 @@ def test_the_server_can_see_a_pass(server):
     results = {r["where"]: r for r in server.judge("07", 4, "launchlab.trace", "_attribute_idle")}
     assert results["_attribute_idle unpacked"]["outcome"] == "pass", results
     assert results["_attribute_idle"]["outcome"] == "fail", results
+
+
+def split_by_call(kernels: Iterable[tuple[object, float, float, float]],
+                  window: tuple[float, float]) -> trace.LaunchSplit:
+    """A public function of the shape a learner attack found lab 07's answer in (`trace.split_by_launch`, now
+    private): kernels with a call id first, the idle time in finer parts than the exercise asks."""
+    return trace._split_by_launch(kernels, window)
+
+
+def test_a_helper_one_line_away_is_handed_over():
+    """Such a function is handed to the checker as the learner called it: None before each kernel's fields, and
+    its queued and replay gaps summed into the GPU gap, which is the exercise's answer."""
+    variants = dict(_variants("split_by_call", split_by_call))
+    answer = variants["split_by_call, None before each item's fields, its LaunchSplit's floats, the last 2 summed"]
+    kernels, window = [(4.0, 5.0, 6.0), (1.0, 2.0, 3.0), (-1.0, 3.5, 4.0)], (0.0, 8.0)
+    split = trace._attribute_idle(kernels, window)
+    assert answer(kernels, window) == pytest.approx((split.busy_us, split.host_wait_us, split.gpu_gap_us))

@@ -15,7 +15,9 @@ import mutants
 from launchlab import course
 from launchlab.env import gpu_count
 
-LABS = [ch.number for ch in course.chapters() if ch.exercises]
+# Lab 08's checkers run every answer in ranks of their own, started by torchrun: nothing an answer does reaches
+# the learner's process, and judging its suites one answer at a time would start about forty pairs of ranks.
+LABS = [ch.number for ch in course.chapters() if ch.exercises and ch.needs.gpus <= 1]
 
 
 @pytest.fixture
@@ -40,9 +42,8 @@ def _where(suite: mutants.Suite, answer: mutants.Answer) -> str:
 @pytest.mark.gpu
 @pytest.mark.parametrize("lab", LABS)
 def test_a_labs_wrong_answers_then_its_right_ones_in_one_process(lab, _not_strict):
-    needed = max(1, course.chapter(lab).needs.gpus)   # lab 08 runs two ranks, one GPU each
-    if gpu_count() < needed:
-        pytest.skip(f"lab {lab} needs {needed} CUDA GPUs")
+    if gpu_count() < 1:
+        pytest.skip(f"lab {lab} needs a CUDA GPU")
     importlib.import_module(f"test_mutants_lab{lab}")  # its suite(...) declarations register it
     suites = [s for s in mutants.SUITES if s.lab == lab]
     assert suites, f"tests/test_mutants_lab{lab}.py declares no suite(...)"

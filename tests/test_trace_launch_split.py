@@ -1,4 +1,5 @@
-"""trace.split_by_launch and trace.launch_split: idle time split at launch calls, a graph replay's gaps apart."""
+"""trace.launch_split and the private trace._split_by_launch under it (private: with no call ids it is lab 07's
+answer): idle time split at launch calls, a graph replay's gaps apart."""
 
 import pytest
 
@@ -21,7 +22,7 @@ from launchlab import trace
     ([(7, 0.0, 1.0, 4.0), (7, 0.0, 2.0, 3.0), (7, 0.0, 5.0, 6.0)], (0.0, 6.0), (4.0, 0.0, 1.0, 1.0)),
 ])
 def test_split_by_launch(kernels, window, expected):
-    split = trace.split_by_launch(kernels, window)
+    split = trace._split_by_launch(kernels, window)
     assert (split.busy_us, split.host_wait_us, split.queued_gap_us, split.replay_gap_us) == pytest.approx(expected)
     assert split.busy_us + split.idle_us == pytest.approx(window[1] - window[0])
 

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 
 from ... import compat, trace
-from ...checking import CheckFailed, exercise
+from ...checking import CheckFailed, exercise, require_cuda
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
 __all__ = [
@@ -200,12 +200,57 @@ def mlp_with_running_mean(width: int = 256, depth: int = 8):
     return forward
 
 
+# Inductor runs each call of its compiled code inside a profiler range of this name (CompiledFxGraph.__call__ in
+# torch/_inductor/output_code.py: a cpu_op through _RecordFunctionFast in torch 2.13 and 2.14, a user_annotation where
+# record_function makes it), and reduce-overhead's CUDA-graph trees copy the inputs and replay the graph inside it.
+INDUCTOR_CALL = "## Call CompiledFxGraph"
+# Kernel launches one call may make beside its graph launches. The solution makes 1: CUDA-graph trees copy the
+# compiled function's inputs into the graph's static buffers with one torch._foreach_copy_ (cudagraph_trees.py,
+# _copy_inputs_and_remove_from_src); the copy of the new mean into running_mean is a cudaMemcpyAsync, no kernel.
+# An update kept eager adds 2 to 5 (x.mean(0), mul_, add_, ...). The MLP alone launches at least 16 (8 matmuls,
+# 8 GELUs) when it runs eagerly: whatever launches more than this ran the MLP, or much of it, outside the graph.
+LAUNCHES_BESIDE_GRAPH = 8
+
+OUTSIDE_HINT = ("the graph must replay the MLP, not stand beside it: call fn only inside the function you compile with "
+                "mode=\"reduce-overhead\", and outside it do little more than copy the new mean into running_mean")
+NOT_COMPILED_HINT = ("this exercise is about the graph torch.compile(..., mode=\"reduce-overhead\") builds and replays "
+                     "(Inductor's CUDA-graph trees); a torch.cuda.CUDAGraph captured by hand is lab 04's subject. "
+                     "Compile a function that returns the new mean instead of writing it into its input")
+
+
+def _launch_origins(events: list[dict]) -> dict[str, int]:
+    """One call's launches by origin: graph and kernel launches made while Inductor's compiled code ran (inside an
+    INDUCTOR_CALL range on the host) and those made anywhere else.
+
+    Ranges and launch calls are matched by time alone, not by thread: the profiler does not name a launch call's
+    thread the same way in every release, and one call of the answer launches from one thread."""
+    ranges = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in events
+              if e.get("ph") == "X" and str(e.get("name", "")).startswith(INDUCTOR_CALL)
+              and not str(e.get("cat", "")).startswith("gpu")]   # not the range's copy on the GPU's row
+    found = {"graphs_compiled": 0, "graphs_other": 0, "kernels_compiled": 0, "kernels_other": 0}
+    for e in events:
+        name = str(e.get("name", ""))
+        if e.get("ph") != "X" or e.get("cat") not in trace.LAUNCH_CATEGORIES:
+            continue
+        kind = "graphs" if name.startswith(trace.GRAPH_LAUNCH_PREFIXES) else (
+            "kernels" if name.startswith(trace.KERNEL_LAUNCH_PREFIXES) else None)
+        if kind is None:
+            continue
+        start = float(e["ts"])
+        inside = any(lo <= start <= hi for lo, hi in ranges)
+        found[f"{kind}_{'compiled' if inside else 'other'}"] += 1
+    return found
+
+
 @exercise(3,
           "reduce-overhead silently falls back to launching kernels one by one when the function mutates an "
           "input it does not own; return the new running mean from the compiled function and copy it into the "
           "caller's tensor outside it. Check for cudaGraphLaunch in a trace (trace.launch_counts counts launches at "
           "every API).")
 def check_really_graphed(make_graphed: Callable) -> str:
+    """Same effects as fn; no CUDA-graph skip; one call's trace: a graph launch made by Inductor's compiled code, no
+    graph launch from anywhere else, and at most LAUNCHES_BESIDE_GRAPH kernel launches beside the graph."""
+    require_cuda("torch.compile(mode=\"reduce-overhead\") with CUDA graphs")
     import torch
 
     run = make_graphed(mlp_with_running_mean())
@@ -225,10 +270,32 @@ def check_really_graphed(make_graphed: Callable) -> str:
     skips = compat.cudagraph_skips() - skips_before
     x = torch.randn(8, 256, device="cuda", generator=gen)
     # Launches at every API: Triton's kernels go through the driver (cuLaunchKernel), not cudaLaunchKernel.
-    launches = trace.launch_counts(trace.record(lambda: run(x, yours), calls=1))
+    events = trace.record(lambda: run(x, yours), calls=1)
+    launches = trace.launch_counts(events)
     line = f"{skips} CUDA-graph skips; one call made {launches}"
     if skips or launches.graphs == 0:
         raise CheckFailed(line + " (it did not graph)")
+    # Whether the graph is torch.compile's is read from the judged call's own trace, not from a counter or from
+    # Inductor's CUDA-graph-tree state: dynamo's counters are process-wide and cumulative (they move for any compile
+    # the answer makes, a reduce-overhead compile of a mere clone beside a graph of its own included, and do not
+    # move when the compiled code was built in an earlier cell or read from a cache), and the tree managers of
+    # torch._inductor.cudagraph_trees are private and change between releases. The trace says where each graph
+    # launch of this call came from: Inductor's compiled code marks its calls with INDUCTOR_CALL (a name read in the
+    # torch 2.13 and 2.14 sources and used by profiling tools since the 2.x releases before the course's 2.11;
+    # tests/test_mutants_lab03.py checks that the installed torch still emits it, on a CPU).
+    origins = _launch_origins(events)
+    if origins["graphs_compiled"] == 0 or origins["graphs_other"]:
+        raise CheckFailed(
+            f"{line}, of which {origins['graphs_compiled']} from torch.compile's compiled code and "
+            f"{origins['graphs_other']} from elsewhere: the graph that replays must be the one torch.compile "
+            "(mode=\"reduce-overhead\") builds, not one captured by hand", NOT_COMPILED_HINT)
+    line += (f", every graph launch from torch.compile's compiled code; {launches.kernels} kernel launches beside "
+             f"the graph ({origins['kernels_compiled']} inside the compiled code, where CUDA-graph trees copy the "
+             f"inputs into the graph's static buffers; {origins['kernels_other']} in the code around it; at most "
+             f"{LAUNCHES_BESIDE_GRAPH} allowed)")
+    if launches.kernels > LAUNCHES_BESIDE_GRAPH:
+        raise CheckFailed(line + ": the MLP alone launches at least 16 kernels (8 matmuls, 8 GELUs) when it runs "
+                          "eagerly, so much of the work ran outside the graph", OUTSIDE_HINT)
     return line
 
 

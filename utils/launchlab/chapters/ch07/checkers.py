@@ -366,10 +366,13 @@ def check_capture_loop(capture_loop: Callable) -> str:
 # ---- exercise 4: host wait or GPU gap ------------------------------------------------------------------------
 
 def _random_kernels(rng: random.Random, n: int) -> list[tuple[float, float, float]]:
-    """Kernels as (launch returned, start, end): sometimes queued ahead, sometimes late, sometimes overlapping."""
+    """Kernels as (launch returned, start, end): sometimes queued ahead, sometimes late, sometimes overlapping,
+    sometimes starting together with the one before (launched at another moment)."""
     kernels, t = [], 0.0
     for _ in range(n):
         start = t + rng.choice((0.0, rng.uniform(0.1, 3.0)))
+        if kernels and rng.random() < 0.2:
+            start = kernels[-1][1]   # a tie: of kernels starting together, the first launched decides
         launched = start + rng.uniform(-5.0, 1.0)
         end = start + rng.uniform(0.5, 6.0)
         kernels.append((round(launched, 3), round(start, 3), round(end, 3)))
@@ -398,27 +401,42 @@ def _split_by_slices(kernels: list[tuple[float, float, float]], window: tuple[fl
     return tuple(parts)
 
 
+def _random_window(rng: random.Random, kernels: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """A window around the kernels, or one whose edges cut through them (kernels reaching outside it, or lying
+    wholly outside it)."""
+    first, last = min(k[1] for k in kernels), max(k[2] for k in kernels)
+    middle = (first + last) / 2
+    lo = first - rng.uniform(0, 2) if rng.random() < 0.5 else rng.uniform(first, middle)
+    hi = last + rng.uniform(0, 3) if rng.random() < 0.5 else rng.uniform(middle, last)
+    return round(lo, 3), round(max(hi, lo + 0.5), 3)
+
+
 @exercise(4,
-          "walk the kernels in start order with a cursor at the end of the work so far; a gap before a kernel "
-          "is host wait until its launch call returned and a GPU gap after that; overlaps count once as busy; "
-          "after the last kernel the GPU waits for the host")
+          "walk the kernels in start order (of kernels starting together, the first launched first), clipped to "
+          "the window, with a cursor at the end of the work so far; a gap before a kernel is host wait until its "
+          "launch call returned and a GPU gap after that; overlaps count once as busy; after the last kernel the "
+          "GPU waits for the host")
 def check_attribute_idle(attribute_idle: Callable) -> str:
-    """Hand-made cases and 200 random ones, unsorted, against the checker's own brute-force split (the
-    library's split is private: a lab never hands out its answer)."""
+    """Hand-made cases and 200 random ones, unsorted, some with windows cutting through kernels and some with
+    kernels starting together, against the checker's own brute-force split (the library's split is private: a
+    lab never hands out its answer)."""
     cases = [
         ([(1.0, 2.0, 5.0)], (0.0, 6.0)),                         # waits for the launch, then 1 us GPU gap
         ([(-3.0, 1.0, 2.0), (0.5, 4.0, 5.0)], (0.0, 5.0)),       # all queued ahead: only GPU gaps
         ([(0.0, 0.0, 4.0), (1.0, 2.0, 3.0)], (0.0, 4.0)),        # overlap: busy counts once
         ([(9.0, 1.0, 2.0), (10.0, 11.0, 12.0)], (0.0, 12.0)),    # second kernel launched late
+        ([(-1.0, -2.0, 1.0), (2.0, 3.0, 8.0)], (0.0, 6.0)),      # clipped: one begins before lo, one ends after hi
+        ([(-5.0, -4.0, -1.0), (0.5, 1.0, 2.0), (6.0, 7.0, 9.0)], (0.0, 5.0)),   # two wholly outside take no part
+        ([(-3.0, -2.0, 9.0)], (0.0, 5.0)),                       # one kernel through the whole window
+        ([(2.5, 3.0, 4.0), (1.0, 3.0, 5.0)], (0.0, 6.0)),        # starting together: the first launched decides,
+        ([(1.0, 3.0, 4.0), (2.5, 3.0, 5.0)], (0.0, 6.0)),        # ...whichever of them ends first
     ]
     rng = checking.rng()
     for _ in range(200):
         kernels = _random_kernels(rng, rng.randint(1, 12))
-        while len({k[1] for k in kernels}) < len(kernels):   # two kernels starting together leave the order open
-            kernels = _random_kernels(rng, len(kernels))
-        lo = min(k[1] for k in kernels) - rng.uniform(0, 2)
+        window = _random_window(rng, kernels)
         rng.shuffle(kernels)
-        cases.append((kernels, (lo, max(k[2] for k in kernels) + rng.uniform(0, 3))))
+        cases.append((kernels, window))
     for kernels, window in cases:
         want = _split_by_slices(kernels, window)
         yours = attribute_idle(list(kernels), window)
@@ -435,4 +453,5 @@ def check_attribute_idle(attribute_idle: Callable) -> str:
                               f"returned {tuple(round(float(y), 3) for y in yours)}, expected ({shown})")
         if abs(sum(float(y) for y in yours) - (window[1] - window[0])) > 1e-6:
             raise CheckFailed("busy + host wait + GPU gap must add up to the window")
-    return f"{len(cases)} cases right, unsorted, with overlaps, late launches and work queued ahead"
+    return (f"{len(cases)} cases right, unsorted, with overlaps, late launches, work queued ahead, kernels "
+            "starting together and windows cutting through kernels")

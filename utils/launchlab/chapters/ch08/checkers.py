@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import textwrap
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -109,6 +110,7 @@ class _Exercise:
     body: str
     backend: str
     constants: Callable[[], dict]
+    also_alone: bool = False  # also run on one rank, where the world size is 1: a size typed in shows
 
 
 def _source(fn: Callable) -> tuple[str, str]:
@@ -129,13 +131,22 @@ def _program(learners: list[tuple[str, str]], ex: _Exercise) -> str:
     return f"{PRELUDE}\n{lines}\n{textwrap.dedent(ex.body)}\n{EPILOGUE}"
 
 
-def _run(program: str, backend: str) -> RankRun:
-    run = run_ranks(program, nprocs=2, args=(backend,), timeout_s=RANK_TIMEOUT_S, echo=False)
+def _run(program: str, backend: str, nprocs: int = 2) -> RankRun:
+    run = run_ranks(program, nprocs=nprocs, args=(backend,), timeout_s=RANK_TIMEOUT_S, echo=False)
     if not run.ok and not run.timed_out and not run.results():
         # Once in a while on a loaded machine a gloo rank dies while the group forms, before any code of the
         # learner's ran: run it again, so a verdict never rests on that. Code that fails fails twice.
-        run = run_ranks(program, nprocs=2, args=(backend,), timeout_s=RANK_TIMEOUT_S, echo=False)
+        run = run_ranks(program, nprocs=nprocs, args=(backend,), timeout_s=RANK_TIMEOUT_S, echo=False)
     return run
+
+
+def _runs(program: str, ex: _Exercise) -> tuple[RankRun, RankRun | None]:
+    """The program on two ranks and, for an exercise that also runs alone, on one rank beside them."""
+    if not ex.also_alone:
+        return _run(program, ex.backend), None
+    with ThreadPoolExecutor(2) as pool:  # two child processes at once: the one-rank run costs no extra wall time
+        pair, alone = pool.submit(_run, program, ex.backend), pool.submit(_run, program, ex.backend, 1)
+        return pair.result(), alone.result()
 
 
 def _rows_of(run: RankRun, index: int) -> list[dict]:
@@ -143,15 +154,18 @@ def _rows_of(run: RankRun, index: int) -> list[dict]:
     return sorted((r for r in run.results() if r.get("index") == index), key=lambda r: r["rank"])
 
 
-_TOGETHER: dict[Callable, list[dict]] = {}  # answer -> its rows from both ranks, inside judged_together
+# answer -> its rows from both ranks, and its row from one rank alone (exercises that run alone), inside
+# judged_together
+_TOGETHER: dict[Callable, tuple[list[dict], list[dict]]] = {}
 
 
-def _rows(fn: Callable, ex: _Exercise) -> tuple[list[dict], RankRun | None]:
-    """Both ranks' rows for the learner's `fn`, and the run (None when judged_together already ran it)."""
+def _rows(fn: Callable, ex: _Exercise) -> tuple[list[dict], list[dict], RankRun | None]:
+    """Both ranks' rows for the learner's `fn`, its one-rank row where the exercise runs alone, and the two-rank
+    run (None when judged_together already ran it)."""
     if fn in _TOGETHER:
-        return _TOGETHER[fn], None
-    run = _run(_program([_source(fn)], ex), ex.backend)
-    return _rows_of(run, 0), run
+        return (*_TOGETHER[fn], None)
+    run, alone = _runs(_program([_source(fn)], ex), ex)
+    return _rows_of(run, 0), _rows_of(alone, 0) if alone else [], run
 
 
 def _failed(run: RankRun) -> CheckFailed:
@@ -182,11 +196,11 @@ def judged_together(checker: Callable, answers: Iterable[Callable]) -> Iterator[
     """
     ex = _EXERCISES[checker.__name__]
     fns = list(answers)
-    run = _run(_program([_source(fn) for fn in fns], ex), ex.backend)
+    run, alone = _runs(_program([_source(fn) for fn in fns], ex), ex)
     for index, fn in enumerate(fns):
-        rows = _rows_of(run, index)
-        if len(rows) == 2:
-            _TOGETHER[fn] = rows
+        rows, alone_rows = _rows_of(run, index), _rows_of(alone, index) if alone else []
+        if len(rows) == 2 and (alone is None or alone_rows):
+            _TOGETHER[fn] = (rows, alone_rows)
     try:
         yield
     finally:
@@ -229,7 +243,7 @@ _FUNCTIONAL = _Exercise('''
 def check_functional_all_reduce(all_reduce_functional: Callable) -> str:
     """One call on its own: the sum over two gloo ranks, its input left alone; four unrolled layers: one graph,
     no breaks, and the eager all-reduce's answer."""
-    rows, run = _rows(all_reduce_functional, _FUNCTIONAL)
+    rows, _, run = _rows(all_reduce_functional, _FUNCTIONAL)
     _answered(rows, "all_reduce_functional")
     if len(rows) < 2:
         raise _failed(run)
@@ -284,10 +298,18 @@ _GRAPHED = _Exercise('''
                 torch.cuda.synchronize()
             replays = max(replays, counts["replays"])
             error = max(error, (x.cpu() - sum(fresh) / world).abs().max().item())
+        # Values so large that the sum over ranks is near float32's limit (3.4e38): the mean of every round stays
+        # finite, a sum carried into the next round (one division at the end) overflows to inf.
+        large = [1.2e38 + 1e36 * torch.rand(4096, generator=torch.Generator().manual_seed(SEED + 7 + r))
+                 for r in range(world)]
+        x.copy_(large[rank])
+        yours(graph.replay)
+        torch.cuda.synchronize()
+        large_error = ((x.cpu() - sum(l / world for l in large)) / 1e38).abs().max().item()
         events = trace.record(graph.replay)
         launches = trace.launch_counts(events)  # every API: runtime and driver kernel launches, graph launches
         kernels = [i.name for i in trace.intervals(events, {"kernel"})]
-        row = {"error": error, "replays": replays, "kernels": len(kernels),
+        row = {"error": error, "large_error": large_error, "replays": replays, "kernels": len(kernels),
                "nccl_kernels": sum("nccl" in name.lower() for name in kernels),
                "graph_launches": launches.graphs, "kernel_launches": launches.kernels}
         try:
@@ -295,7 +317,8 @@ _GRAPHED = _Exercise('''
         except RuntimeError:
             pass
         return row
-''', "nccl", lambda: {"SEED": checking.rng().randrange(10_000), "STEPS": 4, "WATCHDOG_S": SLOW_WATCHDOG_S})
+''', "nccl", lambda: {"SEED": checking.rng().randrange(10_000), "STEPS": 4, "WATCHDOG_S": SLOW_WATCHDOG_S},
+    also_alone=True)
 
 
 @exercise(2,
@@ -304,10 +327,11 @@ _GRAPHED = _Exercise('''
 def check_graphed_mean(capture_mean: Callable) -> str:
     """Three fresh inputs per rank give the mean over ranks after one replay, which is one graph launch, no kernel
     launched outside it, running exactly one NCCL kernel per round (after the first round every rank holds the
-    mean, so the value alone cannot count the rounds)."""
+    mean, so the value alone cannot count the rounds); an input near float32's limit stays finite (a division in
+    every round); and one rank alone, where the world size is 1, gets x back (a size typed in shows)."""
     if gpu_count() < 2:
         raise CheckFailed(f"this exercise runs 2 NCCL ranks, one per GPU, and this machine has {gpu_count()} GPU(s)")
-    rows, run = _rows(capture_mean, _GRAPHED)
+    rows, alone, run = _rows(capture_mean, _GRAPHED)
     _answered(rows, "capture_mean")
     if len(rows) < 2:
         raise _failed(run)
@@ -323,6 +347,13 @@ def check_graphed_mean(capture_mean: Callable) -> str:
         if r["error"] > 1e-5:
             raise CheckFailed(f"rank {r['rank']}: after one replay x differs from the mean over ranks by "
                               f"{r['error']:.3g}: does the graph all-reduce the buffer you were given, and divide?")
+        if not r["large_error"] <= 1e-6:  # NaN and inf fail too
+            raise CheckFailed(f"rank {r['rank']}: with inputs near 1.2e38 one replay ends {r['large_error']:.3g} x 1e38 "
+                              "away from the mean over ranks (inf: it overflowed), where the mean of every round "
+                              "stays finite",
+                              hint="divide in every round, right after its all-reduce: a sum carried into the next "
+                                   "round grows world-fold per round and overflows, whatever one division at the end "
+                                   "would have given")
         if r["graph_launches"] != 1 or r["kernel_launches"]:
             raise CheckFailed(f"rank {r['rank']}: one replay made {r['graph_launches']} graph launches and "
                               f"{r['kernel_launches']} kernel launches (runtime and driver API); everything should "
@@ -332,8 +363,18 @@ def check_graphed_mean(capture_mean: Callable) -> str:
                               hint="capture exactly `steps` rounds, each dist.all_reduce(x) then x.div_(world): after "
                                    "the first round every rank holds the mean, so the value alone cannot show a "
                                    "round left out or added")
-    return (f"3 fresh inputs on each rank gave the mean after one replay; one graph launch running "
-            f"{rows[0]['kernels']} kernels, {steps} of them NCCL's, and no kernel launched outside it")
+    _answered(alone, "capture_mean")
+    if not alone:
+        raise CheckFailed("the one-rank run of your capture_mean reported nothing: run the cell again; if it says "
+                          "this twice, restart the kernel")
+    if not alone[0]["error"] <= 1e-5:
+        raise CheckFailed(f"on one rank alone (world size 1) one replay moves x by {alone[0]['error']:.3g} from the "
+                          "mean over that one rank, which is x itself",
+                          hint="divide by the world size the ranks were started with (dist.get_world_size() or "
+                               "world), not by a number typed in: two ranks cannot tell x / 2 from x / world")
+    return (f"3 fresh inputs and one near float32's limit on each of two ranks, and on one rank alone, gave the "
+            f"mean after one replay; one graph launch running {rows[0]['kernels']} kernels, {steps} of them NCCL's, "
+            "and no kernel launched outside it")
 
 
 # ---- exercise 3: symmetric clipping ---------------------------------------------------------------------------
@@ -407,7 +448,7 @@ def _clip_slip(cases: list[dict]) -> str | None:
 def check_symmetric_clip(clip_by_global_norm: Callable) -> str:
     """Three cases (one rank over the limit, none, both) complete on both ranks, each issuing the same collectives,
     with global-norm clipping in place."""
-    rows, run = _rows(clip_by_global_norm, _CLIP)
+    rows, _, run = _rows(clip_by_global_norm, _CLIP)
     _answered(rows, "clip_by_global_norm")
     if len(rows) < 2:  # judged alone, so `run` is this answer's
         issued: dict[str, int] = {}
