@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -27,6 +28,9 @@ from launchlab.results import results_dir
 ROOT = Path(__file__).resolve().parents[1]
 LAB = "labs/03_torch_compile_graph_breaks.ipynb"
 LECTURE = "notebooks/02_pytorch_dispatch.ipynb"
+REPLAYED = re.compile(r"^\[reference output\]")  # the line above a GPU cell's replayed outputs
+COPIES: dict[str, Path] = {}  # "work": the folder JupyterLab serves, where it saves what it writes
+RUN_ALL = ("notebooks/07_overhead_ladder.ipynb", "notebooks/10_graphs_in_real_code.ipynb")  # Run All without a GPU
 START = "START_HERE.ipynb"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WAIT_MS = 60_000
@@ -57,10 +61,11 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def jupyterlab(tmp_path_factory):
-    """A JupyterLab server over a copy of one lab and one lecture: (base URL, token)."""
+    """A JupyterLab server over a copy of one lab, the start page and three lectures: (base URL, token)."""
     _require_browser()
     work = tmp_path_factory.mktemp("course")
-    for rel in (LAB, LECTURE, START):
+    COPIES["work"] = work
+    for rel in (LAB, LECTURE, START, *RUN_ALL):
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, work / rel)
     # Render every cell, not only those in view, so that the test can find any cell.
@@ -140,7 +145,15 @@ def _open(page, jupyterlab, rel: str):
     page.goto(f"{base}/lab/tree/{rel}?token={token}")
     visible = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook's own tab, not one restored behind it
     page.locator(f"{visible} .jp-Notebook .jp-Cell").first.wait_for()
-    page.locator(f"{visible} .jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for()
+    idle = page.locator(f"{visible} .jp-Notebook-ExecutionIndicator[data-status='idle']").first
+    choose = page.locator(".jp-Dialog", has_text="Select Kernel").locator(".jp-mod-accept").first
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while not idle.is_visible():  # JupyterLab may ask which kernel to start: the notebook's own, as a learner would
+        if choose.is_visible():
+            choose.click()
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the kernel of {rel} did not start within {WAIT_MS / 1000:.0f} s")
+        page.wait_for_timeout(250)
     return page.locator(f"{visible} .jp-Notebook .jp-Cell")
 
 
@@ -275,3 +288,93 @@ def test_a_lecture_deck_shows_a_slide_with_its_stored_plot(page, tmp_path, shot_
     }""", arg=plot.element_handle())
     assert page.locator(".reveal .slides > section").count() >= 8
     page.screenshot(path=str(_screenshot_dir() / "deck_09_plot_slide.png"))
+
+
+def _stored_images(path: Path) -> int:
+    """How many images a notebook's stored outputs hold."""
+    nb = nbformat.read(path, as_version=4)
+    return sum(1 for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+               if "image/png" in o.get("data", {}))
+
+
+def _gpu_cells(path: Path) -> int:
+    """How many code cells of a notebook are tagged to need a GPU."""
+    nb = nbformat.read(path, as_version=4)
+    return sum(1 for c in nb.cells if c.cell_type == "code" and {"gpu", "multi-gpu"} & set(c.metadata.get("tags", [])))
+
+
+def _run_all(page, replayed: int) -> None:
+    """Run > Run All Cells, then wait until `replayed` cells show their reference output and none is pending."""
+    visible = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+    marks = page.locator(f"{visible} .jp-OutputArea-output", has_text=REPLAYED)
+    pending = page.locator(f"{visible} .jp-InputPrompt", has_text="[*]")
+    choose = page.locator(".jp-Dialog", has_text="Select Kernel").locator(".jp-mod-accept").first
+    for _ in range(3):  # a click JupyterLab was not ready for (a kernel still starting, a dialog) starts nothing
+        page.locator(f"{visible} .jp-Notebook .jp-Cell").first.click()  # the menu acts on the notebook in focus
+        page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).first.click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).first.click()
+        started = time.monotonic()
+        while not (marks.count() or pending.count()) and time.monotonic() - started < 15:
+            if choose.is_visible():
+                choose.click()
+            page.wait_for_timeout(250)
+        if marks.count() or pending.count():
+            break
+    deadline = time.monotonic() + 150
+    while marks.count() < replayed or pending.count():
+        if time.monotonic() > deadline:
+            page.screenshot(path=str(_screenshot_dir() / "FAILED_run_all.png"))
+            raise AssertionError(f"Run All did not finish within 150 s: {marks.count()} of {replayed} GPU cells "
+                                 f"replayed, {pending.count()} cells pending")
+        page.wait_for_timeout(500)
+    page.locator(f"{visible} .jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for()
+
+
+@pytest.mark.skipif(os.environ.get("LAUNCHLAB_TIER") != "cpu" and __import__("launchlab.env").env.gpu_count() > 0,
+                    reason="shows what a learner without a GPU sees")
+@pytest.mark.parametrize("rel", RUN_ALL)
+def test_run_all_without_a_gpu_keeps_every_stored_output(page, jupyterlab, rel, shot_on_failure):
+    stored = _stored_images(ROOT / rel)
+    assert stored, f"{rel} stores no plot to keep"
+    replayed = _gpu_cells(ROOT / rel)
+    cells = _open(page, jupyterlab, rel)
+    count = cells.count()
+    _run_all(page, replayed)
+    visible = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+    outputs = page.locator(f"{visible} .jp-OutputArea-output")
+    # Every cell ran (a new execution count on each code cell, none left at the stored one), none failed, and each
+    # GPU cell shows the reference run's outputs under its one-line mark, plots included.
+    assert page.locator(f"{visible} .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
+                        has_text="Traceback").count() == 0
+    errors = page.locator(f"{visible} .jp-RenderedText[data-mime-type='application/vnd.jupyter.error']")
+    assert errors.count() == 0, errors.first.inner_text()[:2000]
+    assert outputs.filter(has_text=REPLAYED).count() == replayed
+    assert outputs.locator("img").count() >= stored
+    # What JupyterLab writes to disk after Run All keeps every stored plot.
+    on_disk = COPIES["work"] / rel
+    before = on_disk.stat().st_mtime_ns
+    cells.first.click()
+    page.keyboard.press("Control+s")
+    deadline = time.monotonic() + 30
+    while on_disk.stat().st_mtime_ns == before and time.monotonic() < deadline:
+        page.wait_for_timeout(250)
+    assert on_disk.stat().st_mtime_ns != before, "JupyterLab did not save the notebook"
+    assert _stored_images(on_disk) >= stored
+    assert count > 10
+    outputs.locator("img").last.scroll_into_view_if_needed()
+    page.screenshot(path=str(_screenshot_dir() / f"run_all_without_gpu_{Path(rel).stem}.png"))
+
+
+def test_a_learners_own_error_shows_its_traceback_without_a_gpu(page, jupyterlab, shot_on_failure):
+    cells = _open(page, jupyterlab, LAB)
+    setup = cells.nth(_cell_index(LAB, 'check = for_lab("03")'))
+    answer = cells.nth(_cell_index(LAB, "def run_all"))
+    _run(page, setup)
+    _type_into(page, answer, RIGHT + "\n\nprint(undefined_name_in_your_answer)")
+    _run(page, answer)
+    error = answer.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    error.first.wait_for()
+    shown = answer.locator(".jp-OutputArea").inner_text()
+    assert "NameError" in shown and "undefined_name_in_your_answer" in shown, shown[:2000]
+    assert "[skipped" not in shown and "Cell In[" in shown, shown[:2000]  # the frame of the learner's own cell
+    answer.screenshot(path=str(_screenshot_dir() / "lab03_own_error_traceback.png"))

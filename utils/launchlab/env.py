@@ -222,13 +222,17 @@ def what_to_do(env: Environment) -> str:
     return "Check `nvidia-smi` and `python -c 'import torch; print(torch.cuda.is_available())'`."
 
 
-def no_gpu_message(env: Environment | None = None) -> str:
+def no_gpu_message(env: Environment | None = None, replaying: bool = False) -> str:
     """The paragraph a learner without a usable GPU reads instead of a traceback."""
     env = env or environment()
+    cells = ("The cells tagged `gpu` need one: run here, each shows its output from the course's reference GPU "
+             "run instead, under a line marked [reference output], and Run All goes on to the next cell"
+             if replaying else
+             "The cells tagged `gpu` need one; run on this machine, each prints a one-line note instead of a "
+             "traceback")
     return (
         f"No usable CUDA GPU here: {env.problem}.\n"
-        f"The cells tagged `gpu` need one; run on this machine, each prints a one-line note instead of a "
-        f"traceback. What to do: {what_to_do(env)}\n"
+        f"{cells}. What to do: {what_to_do(env)}\n"
         "What these cells print on a GPU is kept from the course's reference GPU run (reports/gpu/) as the stored "
         "outputs of the lectures (notebooks/) and the solutions (solutions/); a lab's are in its solution."
     )
@@ -276,9 +280,15 @@ def skip_cell(reason: str, kind: type[CellSkipped] = CellSkipped) -> None:
 
 def require_gpu() -> bool:
     """True with a usable GPU; otherwise print what is missing and what to do, and return False."""
+    from . import stored  # here, not at the top: stored reads repo_root from this module
+
     env = environment()
+    # In JupyterLab, cells this machine cannot run show their stored reference outputs instead (stored.py):
+    # Run All goes on, nothing stored is lost, and every other cell's errors show as usual.
+    replaying = stored.install(gpu_count() if env.has_gpu else 0, f"no usable CUDA GPU here ({env.problem})")
     if env.has_gpu:
         return True
-    print(no_gpu_message(env))
-    skip_following_cells(f"no usable CUDA GPU ({env.problem})")
+    print(no_gpu_message(env, replaying))
+    if not replaying:  # elsewhere (a plain IPython, another front end) a GPU cell's error becomes one line
+        skip_following_cells(f"no usable CUDA GPU ({env.problem})")
     return False

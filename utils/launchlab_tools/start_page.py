@@ -69,7 +69,8 @@ beside the course's reference run), a **lab** (exercises, each ending in a check
 reference on your machine) and its **solution**. Work through them in order; each builds on the last.
 
 - Run a lecture top to bottom first (Run > Run All Cells). Cells tagged `gpu` need a CUDA GPU: without
-  one they print a one-line note, and the stored outputs show the reference run.
+  one, each shows its output from the course's reference run instead, under a line naming that GPU, and Run
+  All goes on.
 - In a lab, replace each `raise NotImplementedError(...)` line with your code, run the cell, then run the
   checker cell below it: it prints `PASS` or `FAIL` with a hint."""
     syllabus = (f"## Syllabus\n\nStudy time: about {_hours(total)} in all, for a first reading with every lab "
