@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import re
 from pathlib import Path
 
 import nbformat
 
+from launchlab import stored
 from launchlab.env import repo_root
 
 _KERNEL = re.compile(r"__global__\s+void")
@@ -30,8 +30,7 @@ def code_sources(nb: nbformat.NotebookNode) -> list[str]:
 
 def source_sha256(path: Path) -> str:
     """sha256 hex of json.dumps(code-cell sources), UTF-8: ties a report to the notebook as it is."""
-    nb = nbformat.read(path, as_version=4)
-    return hashlib.sha256(json.dumps(code_sources(nb)).encode("utf-8")).hexdigest()
+    return stored.source_sha256(json.loads(path.read_text(encoding="utf-8")))
 
 
 def tags(cell) -> set[str]:
