@@ -32,6 +32,22 @@ def test_every_exercise_lists_its_declared_mistakes(tmp_path):
             assert all(m.what in text for m in ex.mistakes), (ch.number, ex.number)
 
 
+def test_the_guide_names_cells_as_jupyterlab_numbers_them_never_by_id(tmp_path):
+    import re
+
+    import nbformat
+
+    guide.write(tmp_path, ROOT)
+    for ch in course.chapters():
+        nb = nbformat.read(ROOT / ch.lecture(), as_version=4)
+        text = (tmp_path / f"{ch.number}.md").read_text()
+        ids = {c.get("id") for c in nb.cells} - {None}
+        named = [w for w in re.findall(r"\b[\w-]+\b", text) if w in ids]
+        assert not named, f"chapter {ch.number}'s guide names cells by id: {sorted(set(named))}"
+    assert guide.as_seen("run c01, c03 and c05, then c08-c21", {"c01": 2, "c03": 4, "c05": 6, "c08": 9, "c21": 22}) \
+        == "run cells 2, 4 and 6, then cells 9-22"
+
+
 def test_a_plan_that_does_not_fill_the_session_is_refused(tmp_path):
     bad = tmp_path / "guide.yml"
     bad.write_text("goals: [a, b, c]\nplan: [[45, x]]\ndemos: [{title: t, cell: c04, say: s}, {title: u, cell: c08, "

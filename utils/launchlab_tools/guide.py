@@ -10,6 +10,7 @@ each demo should show on every GPU with a reference run (reports/gpu/, through l
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -57,6 +58,35 @@ def load(path: Path) -> dict:
     return data
 
 
+def cell_numbers(nb: nbformat.NotebookNode) -> dict[str, int]:
+    """Each cell's id -> the number JupyterLab's status bar shows for it ("Cell 24/38"): its place, from 1."""
+    return {c.get("id"): i for i, c in enumerate(nb.cells, 1)}
+
+
+def section_of(nb: nbformat.NotebookNode, cell_id: str) -> str:
+    """The heading of the section a cell sits in (the last markdown heading above it), without its #s."""
+    heading = ""
+    for c in nb.cells:
+        if c.cell_type == "markdown":
+            found = [line.lstrip("#").strip() for line in c.source.splitlines() if line.startswith("#")]
+            heading = found[-1] if found else heading
+        if c.get("id") == cell_id:
+            return heading
+    return heading
+
+
+def as_seen(text: str, numbers: dict[str, int]) -> str:
+    """`text` with every cell id (c23) written as the cell number JupyterLab shows, lists and ranges joined."""
+    ids = "|".join(re.escape(i) for i in sorted((i for i in numbers if i), key=len, reverse=True))
+    if not ids:
+        return text
+    text = re.sub(rf"\b({ids})\b", lambda m: f"cell {numbers[m[1]]}", text)
+    text = re.sub(r"cell (\d+)-cell (\d+)", r"cells \1-\2", text)
+    # "cell 2, cell 4 and cell 6" -> "cells 2, 4 and 6"; also "to" and "or"
+    return re.sub(r"cell (\d+)((?:, cell \d+)*) (and|to|or) cell (\d+)",
+                  lambda m: f"cells {m[1]}{m[2].replace('cell ', '')} {m[3]} {m[4]}", text)
+
+
 def page(root: Path, number: str, data: dict, cols: list[figures.Column]) -> str:
     """The markdown of one chapter's guide."""
     chapter = course.chapter(number)
@@ -66,16 +96,18 @@ def page(root: Path, number: str, data: dict, cols: list[figures.Column]) -> str
         raise ValueError(f"no lecture {chapter.lecture()} for chapter {number}'s guide")
     nb = nbformat.read(path, as_version=4)
     ids = {c.get("id"): c for c in nb.cells}
+    numbers = cell_numbers(nb)
     metrics = {f.name for f in chapter.figures}
     lines = [f"# {number} · {title}: instructor's guide", "",
              f"For the lecture `{path.relative_to(root).as_posix()}` and its lab. Figures below come from the "
-             "course's reference runs (`reports/gpu/`); mistakes from the lab's mutation suite.", "",
+             "course's reference runs (`reports/gpu/`); mistakes from the lab's mutation suite. Cells are "
+             "numbered as JupyterLab's status bar numbers them (\"Cell 24/38\"), markdown cells included.", "",
              "## Learning goals", ""]
-    lines += [f"- {g}" for g in data["goals"]]
+    lines += [f"- {as_seen(g, numbers)}" for g in data["goals"]]
     lines += ["", f"## A {PLAN_MINUTES}-minute session", "", "| from | minutes | what |", "| ---: | ---: | --- |"]
     start = 0
     for minutes, what in data["plan"]:
-        lines.append(f"| {start} | {minutes} | {what} |")
+        lines.append(f"| {start} | {minutes} | {as_seen(what, numbers)} |")
         start += int(minutes)
     lines += ["", "## Live demos", ""]
     for demo in data["demos"]:
@@ -88,15 +120,15 @@ def page(root: Path, number: str, data: dict, cols: list[figures.Column]) -> str
             raise ValueError(f"chapter {number}'s guide.yml: demo {demo['title']!r} names {', '.join(unknown)}, "
                              "which the chapter does not declare")
         first_line = cell.source.strip().splitlines()[0][:80]
-        lines += [f"### {demo['title']}", "", f"Run cell `{demo['cell']}` (it starts `{first_line}`). "
-                  f"{demo['say']}", ""]
+        lines += [f"### {demo['title']}", "", f"Run cell {numbers[demo['cell']]} (in \"{section_of(nb, demo['cell'])}\"; "
+                  f"it starts `{first_line}`). {as_seen(demo['say'], numbers)}", ""]
         if demo.get("figures"):
             lines += ["What to expect, from the reference runs:", "", figures.table(demo["figures"], cols), ""]
             if any(f.host_bound for name in demo["figures"] for f in [course.figure(name)[1]]):
                 lines += ["Figures set by the host CPU move with the classroom's machine as much as its GPU; the "
                           "reference hosts: " + "; ".join(f"{c.label}: {c.host or 'not recorded'}" for c in cols)
                           + ".", ""]
-    lines += ["## When a claim does not hold on your GPU", "", data["when_a_claim_fails"].strip(), "",
+    lines += ["## When a claim does not hold on your GPU", "", as_seen(data["when_a_claim_fails"].strip(), numbers), "",
               "## Mistakes learners make", ""]
     for ex in chapter.exercises:
         where = {"gpu": "judged on a GPU", "cpu": "judged on a CPU too",
@@ -110,7 +142,7 @@ def page(root: Path, number: str, data: dict, cols: list[figures.Column]) -> str
                              "mutation suite")
         lines.append("")
     lines += ["## Discussion questions", ""]
-    lines += [f"{i}. {q}" for i, q in enumerate(data["questions"], 1)]
+    lines += [f"{i}. {as_seen(q, numbers)}" for i, q in enumerate(data["questions"], 1)]
     return "\n".join(lines) + "\n"
 
 
