@@ -310,7 +310,7 @@ def _run_all(page, replayed: int) -> None:
     pending = page.locator(f"{visible} .jp-InputPrompt", has_text="[*]")
     choose = page.locator(".jp-Dialog", has_text="Select Kernel").locator(".jp-mod-accept").first
     for _ in range(3):  # a click JupyterLab was not ready for (a kernel still starting, a dialog) starts nothing
-        page.locator(f"{visible} .jp-Notebook .jp-Cell").first.click()  # the menu acts on the notebook in focus
+        page.locator(f"{visible} .jp-Notebook").first.focus()  # the menu acts on the notebook in focus
         page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).first.click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).first.click()
         started = time.monotonic()
