@@ -75,7 +75,8 @@ figures: $(SETUP)
 	$(PY) -m launchlab_tools.figures across_gpus $(if $(RUNS),--run $(RUNS))
 
 # Slides: every lecture's slide metadata (live in JupyterLab: open a lecture, Alt+R), and a static reveal.js
-# deck per lecture from its stored outputs, in _build/slides/, with reveal.js beside them (from npm, once).
+# deck per lecture from its stored outputs, in _build/slides/, with reveal.js and MathJax beside them (from
+# npm, once), so that the folder presents with no network; every slide fits a 1280x720 screen.
 slides: $(SETUP)
 	$(PY) -m launchlab_tools.notebooks
 	$(PY) -m launchlab_tools.slides --write

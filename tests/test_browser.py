@@ -1,9 +1,11 @@
-"""The course as a learner sees it: JupyterLab in headless Chromium, driven by Playwright.
+"""The course as a learner sees it: JupyterLab in headless Chromium, driven by Playwright; and the lectures'
+decks as an instructor presents them, on a 1280x720 screen with no network.
 
 JupyterLab runs from the course environment on loopback with a token and a free port, over a copy of the
 notebooks. Every wait is bounded, and JupyterLab is stopped whatever happens. Screenshots of the verdicts
-go to runs/browser/ (or $LAUNCHLAB_RESULTS_DIR/browser/). Without Chromium or Playwright the tests skip,
-unless LAUNCHLAB_REQUIRE_BROWSER=1 (CI sets it), where they fail.
+and of each deck's most scaled slide go to runs/browser/ (or $LAUNCHLAB_RESULTS_DIR/browser/). Without
+Chromium or Playwright the tests skip, unless LAUNCHLAB_REQUIRE_BROWSER=1 (CI sets it), where they fail; the
+deck tests also skip when npm cannot fetch reveal.js and MathJax.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ RUN_ALL = ("notebooks/07_overhead_ladder.ipynb", "notebooks/10_graphs_in_real_co
 START = "START_HERE.ipynb"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WAIT_MS = 60_000
+DECK_SCREEN = (1280, 720)  # the screen every slide of every deck must fit
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
@@ -258,36 +261,190 @@ def test_the_start_page_opens_a_lab_from_its_syllabus(page, jupyterlab, shot_on_
     page.screenshot(path=str(_screenshot_dir() / "start_page_opened_lab03.png"))
 
 
-def test_a_lecture_deck_shows_a_slide_with_its_stored_plot(page, tmp_path, shot_on_failure):
+@pytest.fixture(scope="module")
+def decks(tmp_path_factory):
+    """Every lecture's deck, built as `make slides` builds them: reveal.js and MathJax beside the decks."""
+    _require_browser()
     from launchlab_tools import slides
 
-    try:                                       # reveal.js beside the deck, as `make slides` puts it
-        reveal = slides.fetch_reveal(tmp_path / "offline")
+    out = tmp_path_factory.mktemp("decks")
+    try:
+        slides.fetch_reveal(out / "offline")
     except (RuntimeError, subprocess.TimeoutExpired) as exc:   # no npm or no registry: not the browser's fault
-        pytest.skip(f"the deck test needs reveal.js from the npm registry: {exc}")
-    (deck,) = slides.build(tmp_path, [ROOT / "notebooks" / "09_past_graphs.ipynb"], reveal=reveal)
+        pytest.skip(f"the deck tests need reveal.js and MathJax from the npm registry: {exc}")
+    return slides.build(out, reveal=out / "offline")
+
+
+@pytest.fixture
+def deck_page():
+    """Chromium on a 1280x720 screen with no network: any request that is not for a file is refused, and
+    every page error, console error and refused address is kept in `problems`."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            tab = browser.new_page(viewport={"width": DECK_SCREEN[0], "height": DECK_SCREEN[1]})
+            tab.set_default_timeout(WAIT_MS)
+            tab.problems = []
+            tab.on("pageerror", lambda exc: tab.problems.append(f"page error: {exc}"))
+            tab.on("console", lambda msg: tab.problems.append(f"console {msg.type}: {msg.text}")
+                   if msg.type == "error" else None)
+
+            def offline(route):
+                if route.request.url.startswith(("file:", "data:", "blob:")):
+                    route.continue_()
+                else:
+                    tab.problems.append(f"network request refused: {route.request.url[:200]}")
+                    route.abort()
+
+            tab.route("**/*", offline)
+            yield tab
+        finally:
+            browser.close()
+
+
+def _open_deck(page, deck: Path) -> None:
+    """Open a deck and wait (bounded) until reveal.js has laid it out, its plots, fonts and MathJax are in and
+    its fit script has measured the first slide; then turn transitions off, so that each slide is measured where
+    it stops, not in flight."""
+    page.problems.clear()
     page.goto(deck.as_uri())
-    page.wait_for_selector(".reveal.ready")     # reveal.js (loaded through require.js) has laid the deck out
+    page.wait_for_function("""() => document.readyState === 'complete' && document.querySelector('.reveal.ready')
+        && window.LaunchLabDeck && Reveal.getCurrentSlide().hasAttribute('data-fit-scale')""")
+    page.evaluate("""() => Promise.race([
+        Promise.all([document.fonts.ready, window.MathJax && MathJax.startup ? MathJax.startup.promise : null]),
+        new Promise(done => setTimeout(done, 10000))])""")
+    page.evaluate("Reveal.configure({transition: 'none', backgroundTransition: 'none'})")
+
+
+# Each slide in turn, as a presenter reaches it: how far the deck's fit script scaled it, and where every
+# element of it lies against the slide area (reveal.js's own box, in screen pixels) and the screen.
+WALK = """async (onlyThisOne) => {
+    const frames = () => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
+    const out = [];
+    for (const slide of onlyThisOne ? [Reveal.getCurrentSlide()] : Reveal.getSlides()) {
+        const at = Reveal.getIndices(slide);
+        Reveal.slide(at.h, at.v);
+        await frames();
+        const area = document.querySelector('.reveal .slides').getBoundingClientRect();
+        let top = Infinity, bottom = -Infinity, left = Infinity, right = -Infinity;
+        for (const el of slide.querySelectorAll('.ll-fit, .ll-fit *')) {
+            const box = el.getBoundingClientRect();
+            if (box.width === 0 && box.height === 0) continue;
+            top = Math.min(top, box.top); bottom = Math.max(bottom, box.bottom);
+            left = Math.min(left, box.left); right = Math.max(right, box.right);
+        }
+        out.push({h: at.h, v: at.v, present: slide.classList.contains('present'),
+                  scale: parseFloat(slide.getAttribute('data-fit-scale')),
+                  plots: slide.querySelectorAll('img').length,
+                  content: [top, bottom, left, right],
+                  area: [area.top, area.bottom, area.left, area.right],
+                  screen: [window.innerWidth, window.innerHeight]});
+    }
+    return out;
+}"""
+
+
+def _overflows(slide: dict) -> str:
+    """What of a slide lies outside the slide area or the screen (1 px of rounding allowed), or ''."""
+    top, bottom, left, right = slide["content"]
+    a_top, a_bottom, a_left, a_right = slide["area"]
+    width, height = slide["screen"]
+    if top < a_top - 1 or bottom > a_bottom + 1 or left < a_left - 1 or right > a_right + 1:
+        return f"content {top:.0f}..{bottom:.0f} x {left:.0f}..{right:.0f} outside the slide area " \
+               f"{a_top:.0f}..{a_bottom:.0f} x {a_left:.0f}..{a_right:.0f}"
+    if a_top < -1 or a_left < -1 or a_bottom > height + 1 or a_right > width + 1:
+        return f"the slide area {a_top:.0f}..{a_bottom:.0f} x {a_left:.0f}..{a_right:.0f} is off the screen"
+    return ""
+
+
+def _small_png(path: Path) -> None:
+    """Keep a screenshot small: a palette of 128 colours is plenty for slides."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    with Image.open(path) as shot:
+        small = shot.convert("RGB").quantize(colors=128)
+    small.save(path, optimize=True)
+
+
+def test_every_slide_of_every_deck_fits_a_1280x720_screen_offline(deck_page, decks):
+    from launchlab_tools import slides
+
+    page, failures, summary = deck_page, [], []
+    assert len(decks) == len(slides.lectures()) and decks
+    for deck in decks:
+        _open_deck(page, deck)
+        walked = page.evaluate(WALK, False)
+        scales = [s["scale"] for s in walked]
+        summary.append(f"{deck.name}: {len(walked)} slides, smallest scale {min(scales):.2f}")
+        for slide in walked:
+            where = f"{deck.name} #/{slide['h']}/{slide['v']}"
+            if not slide["present"]:
+                failures.append(f"{where}: reveal.js did not show it")
+            elif not slide["scale"] >= slides.MIN_SCALE:
+                failures.append(f"{where}: scaled to {slide['scale']} to fit, below {slides.MIN_SCALE}: the rule "
+                                "in launchlab_tools.slides must cut this slide instead")
+            elif _overflows(slide):
+                failures.append(f"{where}: {_overflows(slide)}")
+        failures += [f"{deck.name}: {problem}" for problem in dict.fromkeys(page.problems)]
+        # the slide scaled the most, to see that it is still legible
+        tightest = min(walked, key=lambda s: s["scale"])
+        page.evaluate(f"Reveal.slide({tightest['h']}, {tightest['v']})")
+        shot = _screenshot_dir() / f"deck_{deck.name.split('_')[0]}_tightest_slide.png"
+        page.screenshot(path=str(shot))
+        _small_png(shot)
+    print("\n".join(summary))
+    assert not failures, "\n".join(failures[:40])
+
+
+def test_a_lecture_deck_shows_a_slide_with_its_stored_plot(deck_page, decks):
+    (deck,) = [d for d in decks if d.name == "09_past_graphs.slides.html"]
+    _open_deck(deck_page, deck)
+    page = deck_page
+    assert page.locator(".reveal .slides > section").count() >= 8
+    # the title slide, whole, the moment the deck opens
+    assert "past graphs" in page.locator(".reveal .slides section.present h1").first.inner_text().lower()
+    (first,) = page.evaluate(WALK, True)
+    assert first["h"] == 0 and first["v"] == 0 and not _overflows(first), _overflows(first)
     # go to the first slide holding a stored plot, as a presenter would (by its address), and see the plot
     address = page.evaluate("""() => {
-        const slide = document.querySelector('.reveal .slides section img').closest('section');
-        const top = slide.parentElement.tagName === 'SECTION' ? slide.parentElement : slide;
-        const h = [...top.parentElement.children].indexOf(top);
-        const v = top === slide ? 0 : [...top.children].indexOf(slide);
-        return '#/' + h + '/' + v;
+        const at = Reveal.getIndices(document.querySelector('.reveal .slides section img').closest('section'));
+        return '#/' + at.h + '/' + (at.v || 0);
     }""")
     page.goto(deck.as_uri() + address)
+    page.wait_for_function("() => window.LaunchLabDeck && Reveal.getCurrentSlide().hasAttribute('data-fit-scale')")
     plot = page.locator(".reveal .slides section.present img").first
     plot.wait_for(state="visible")
-    plot.scroll_into_view_if_needed()          # long slides scroll, as a presenter scrolls them
-    # decoded, and on screen once the slide transition is over (not merely present in the page)
+    # decoded, and all of it on screen once the slide transition is over, with no scrolling
     page.wait_for_function("""img => {
         const box = img.getBoundingClientRect();
-        return img.complete && img.naturalWidth > 100 && box.width > 100 && box.left >= 0 && box.top >= 0
-            && box.right <= window.innerWidth && box.top < window.innerHeight;
+        return img.complete && img.naturalWidth > 100 && box.width > 300 && box.left >= 0 && box.top >= 0
+            && box.right <= window.innerWidth && box.bottom <= window.innerHeight;
     }""", arg=plot.element_handle())
-    assert page.locator(".reveal .slides > section").count() >= 8
-    page.screenshot(path=str(_screenshot_dir() / "deck_09_plot_slide.png"))
+    assert not page.problems, page.problems
+    shot = _screenshot_dir() / "deck_09_plot_slide.png"
+    page.screenshot(path=str(shot))
+    _small_png(shot)
+
+
+def test_a_deck_typesets_math_with_the_mathjax_beside_it(deck_page, decks, tmp_path):
+    from launchlab_tools import slides
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Math\n\nInline $e^{i\\pi} + 1 = 0$, and shown:\n\n$$\\sum_{k=1}^{n} k = "
+                                      "\\frac{n(n+1)}{2}$$"),
+        nbformat.v4.new_code_cell("price = '$5 and $6'", execution_count=1)])
+    nbformat.write(nb, tmp_path / "math.ipynb")
+    folder = decks[0].parent                    # beside the lectures' decks, sharing their offline folder
+    (deck,) = slides.build(folder, [tmp_path / "math.ipynb"], reveal=folder / "offline")
+    _open_deck(deck_page, deck)
+    shown = deck_page.locator(".reveal .slides section.present .jp-MarkdownCell mjx-container")
+    assert shown.count() == 2 and shown.nth(1).locator("svg").count() == 1
+    assert deck_page.locator(".jp-CodeCell mjx-container").count() == 0   # code is not math
+    assert not deck_page.problems, deck_page.problems
 
 
 def _stored_images(path: Path) -> int:
