@@ -108,6 +108,37 @@ def test_verdicts_are_the_recorded_ones_by_the_models_exercises():
     assert graded["Exercise 5: five"]["verdict"] == grade.ERROR
 
 
+@pytest.mark.slow
+def test_a_cpu_partial_pass_is_graded_as_such_never_as_pass(monkeypatch, tmp_path, capsys):
+    """Lab 04's exercise 4 judged where CUDA is hidden (its capture is checked only on a GPU): the grade, the class
+    table and the printed notes say PASS (CPU part), and no column shows a bare PASS for it."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the notebook's process sees no GPU, whatever this machine has
+    solution = ROOT / "solutions" / "04_cuda_graphs_stream_capture.ipynb"
+    clip = "Exercise 4: repair a capture that synchronises"
+    graded = grade.grade(solution, have=0)
+    entry = graded["exercises"][clip]
+    assert entry["verdict"] == grade.PARTIAL != grade.PASS, entry
+    assert "CPU part only" in entry["detail"] and "capture checked only on a GPU" in entry["detail"], entry
+    assert graded["exercises"]["Exercise 2: choose a bucket"]["verdict"] == grade.PASS  # a cpu exercise: whole
+    header, row = grade.table([graded]).splitlines()[:2]
+    column = header.split().index("E4") - 1  # the notebook column's header is one word, its cell too
+    assert row.split("  ")[0].strip() == str(solution)
+    cells = [c.strip() for c in row[len(str(solution)):].split("  ") if c.strip()]
+    assert cells[column] == grade.PARTIAL, (header, row)
+    out = tmp_path / "grades.json"
+    assert grade.main([str(solution), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"{clip}: {grade.PARTIAL}, not yet a PASS" in printed
+    assert json.loads(out.read_text())[0]["exercises"][clip]["verdict"] == grade.PARTIAL
+
+
+def test_the_table_shows_every_verdict_whole():
+    graded = {"notebook": "a.ipynb", "seconds": 1.0, "status": "finished",
+              "exercises": {"Exercise 1: one": {"verdict": grade.PARTIAL}, "Exercise 2: two": {"verdict": grade.PASS}}}
+    header, row = grade.table([graded]).splitlines()[:2]
+    assert grade.PARTIAL in row and row.index(grade.PARTIAL) + len(grade.PARTIAL) == header.index("E1") + 2
+
+
 def test_a_json_path_in_no_folder_is_refused_before_grading(capsys):
     assert grade.main([str(SOLUTION), "--json", "/no/such/folder/grades.json"]) == 2
     assert "no folder /no/such/folder" in capsys.readouterr().err

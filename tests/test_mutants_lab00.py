@@ -4,6 +4,7 @@ The checkers time spin kernels of durations they draw afresh (3 to 9 ms, several
 number cannot pass; each timing exercise is judged twice.
 """
 
+import random
 import statistics
 import time
 
@@ -325,6 +326,9 @@ MEDIAN_ANSWERS = [
     Answer("the mean (the broken timer)", "classic", lambda fn: float(np.mean(_samples(fn)))),
     Answer("the middle sample, unsorted", "method", unsorted_middle),
     Answer("the fastest sample", "method", lambda fn: min(_samples(fn))),
+    Answer("the first sample", "method", lambda fn: _samples(fn)[0]),
+    Answer("the last sample", "method", lambda fn: _samples(fn)[-1]),
+    Answer("the slowest sample", "method", lambda fn: max(_samples(fn))),
     Answer("no synchronisation", "method", lambda fn: float(np.median(_samples(fn, sync=False)))),
     Answer("seconds", "unit", lambda fn: robust_time(fn) / 1e3),
     Answer("microseconds", "unit", lambda fn: robust_time(fn) * 1e3),
@@ -341,6 +345,47 @@ def test_lab00_exercise4_median():
     assert not wrong, "\n".join(wrong)
     assert "mean" in ch00.check_median(lambda fn: float(np.mean(_samples(fn)))).hint
     assert "sort" in ch00.check_median(unsorted_middle).hint
+    assert "one call's time" in ch00.check_median(lambda fn: _samples(fn)[0]).hint
+
+
+def _simulated_calls(seed, calls):
+    """What check_median's two runs hand a timer that calls fn `calls` times, simulated on the host with the
+    checker's own draws: each call's time in ms, the kernel's duration jittered, plus 20 ms where it stalls."""
+    rng = random.Random(seed)
+    runs = []
+    for run, duration_us in enumerate(ch00._durations_us(2, rng)):
+        plan = ch00.FIRST_PLAN if run == 0 else ch00._stall_plan(calls)
+        runs.append([duration_us / 1e3 * rng.uniform(1 - ch00.JITTER, 1 + ch00.JITTER) + ch00.STALL_S * 1e3 * (i in plan)
+                     for i in range(calls)])
+    return runs
+
+
+# A timer's figure from its own samples (every call but a warm-up), by each plausible wrong rule.
+MEDIAN_RULES = {
+    "the first sample": lambda samples: samples[0],
+    "the last sample": lambda samples: samples[-1],
+    "the middle sample, unsorted": lambda samples: samples[len(samples) // 2],
+    "the mean": statistics.fmean,
+    "the fastest sample": min,
+    "the slowest sample": max,
+}
+
+
+@pytest.mark.exercise("00", 4)
+@pytest.mark.parametrize("warm_up, repeats", [(False, 21), (True, 25), (False, 31)], ids=["21", "warm-up+25", "31"])
+def test_lab00_exercise4_no_wrong_rule_passes_by_the_order_of_the_samples(warm_up, repeats):
+    """Over 300 draws of the checker's runs (simulated on the host: the GPU part is the kernel's own duration),
+    each wrong rule misses the median by more than the tolerance in at least one run, and the median never."""
+    passed = {name: 0 for name in MEDIAN_RULES}
+    for seed in range(300):
+        runs = _simulated_calls(seed, repeats + warm_up)
+        for name, rule in MEDIAN_RULES.items():
+            passed[name] += all(abs(rule(calls[warm_up:]) / statistics.median(calls) - 1) <= ch00.TOLERANCE
+                                for calls in runs)
+        # the median of a timer's own samples (a warm-up left out) is the checker's median of every call
+        assert all(abs(statistics.median(calls[warm_up:]) / statistics.median(calls) - 1) <= 0.08
+                   for calls in runs), seed
+    assert not any(passed.values()), passed
 
 
 # ---- exercise 5: read the right field of a library timer -------------------------------------------------------
@@ -414,3 +459,6 @@ def test_lab00_stall_plan_hits_the_middle_and_leaves_the_median_alone():
         assert len(plan) < calls / 2 - 1 or calls < 10 and len(plan) == 1
         if calls >= 10:  # a first call kept as a warm-up shifts the middle sample by one: still stalled
             assert {calls // 2 - 1, calls // 2 + 1} <= plan
+        if calls >= 17:  # the first and the last call stall too, and from 20 calls the first after a warm-up
+            assert {0, calls - 1} <= plan and (calls < 20 or 1 in plan)
+        assert len(plan) <= max(0.3 * calls, 3 if calls >= 10 else 1)

@@ -5,11 +5,13 @@ answers here time with fewer repetitions than the solution, so the suite stays q
 """
 
 import math
+import random
 import time
 
 import numpy as np
 import pytest
 
+from launchlab import checking
 from launchlab.chapters.ch01 import checkers as ch01
 from mutants import Answer, judge, suite
 
@@ -188,8 +190,8 @@ def _by_hand_sweep(make_run, sizes):
     return per_launch
 
 
-def _first_above(sizes, per_launch, factor=2.0, every_larger=True):
-    floor = float(np.median(per_launch[:3]))
+def _first_above(sizes, per_launch, factor=2.0, every_larger=True, floor_of=np.median):
+    floor = float(floor_of(per_launch[:3]))
     above = [us > factor * floor for us in per_launch]
     if every_larger:
         return next(n for i, n in enumerate(sizes) if all(above[i:]))
@@ -226,6 +228,12 @@ def crossover_answers(sweep=_throughput_sweep, by_hand=_by_hand_sweep, unsynced=
         Answer("steps of 4", "method", lambda make_run: _first_above(SIZES[::2], sweep(make_run, SIZES[::2]))),
         Answer("four times the floor", "method",
                lambda make_run: _first_above(SIZES, sweep(make_run, SIZES), factor=4.0)),
+        Answer("the floor from the smallest size alone", "method",
+               lambda make_run: _first_above(SIZES, sweep(make_run, SIZES), floor_of=lambda s: s[0])),
+        Answer("the floor as the mean of the smallest sizes", "method",
+               lambda make_run: _first_above(SIZES, sweep(make_run, SIZES), floor_of=np.mean)),
+        Answer("the floor as the fastest of the smallest sizes", "method",
+               lambda make_run: _first_above(SIZES, sweep(make_run, SIZES), floor_of=min)),
         Answer("in bytes", "unit", lambda make_run: 4 * crossover(make_run)),
         Answer("the reference run's 16,777,216 typed in", "hard-coded", lambda make_run: 16_777_216),
         Answer("the index of the size", "structure", lambda make_run: SIZES.index(crossover(make_run))),
@@ -260,10 +268,7 @@ def _flat_sweep(make_run, sizes):
 @pytest.mark.exercise("01", 2)
 def test_lab01_exercise2_crossover_judged_on_the_planted_times(monkeypatch):
     """On a CPU: the checker's verdicts and hints, with answers that read the planted times instead of timing."""
-    def planted_runs(crossover, slow_size):
-        return lambda n: _PlantedRun(ch01.planted_us(n, crossover, slow_size))
-
-    monkeypatch.setattr(ch01, "planted_runs", planted_runs)
+    _on_planted_times(monkeypatch)
     answers = crossover_answers(_planted_sweep, _planted_sweep, _flat_sweep)
     wrong = judge("01", 2, ch01.check_crossover, answers, trials=5, part="planted times, CPU")
     assert not wrong, "\n".join(wrong)
@@ -271,6 +276,51 @@ def test_lab01_exercise2_crossover_judged_on_the_planted_times(monkeypatch):
     assert "bytes" in hints["in bytes"]
     assert "slow size" in hints["the first size above twice the floor, later dips ignored"]
     assert "too early" in hints["the last size under twice the floor"]
+    for floor in ("the floor from the smallest size alone", "the floor as the mean of the smallest sizes",
+                  "the floor as the fastest of the smallest sizes"):
+        assert "median of the three smallest" in hints[floor], (floor, hints[floor])
+
+
+def _on_planted_times(monkeypatch):
+    """The checker's launchers replaced by ones that only know their planted time (on a CPU)."""
+    def planted_runs(crossover, slow_size, off_floor=None):
+        return lambda n: _PlantedRun(ch01.planted_us(n, crossover, slow_size, off_floor=off_floor))
+
+    monkeypatch.setattr(ch01, "planted_runs", planted_runs)
+
+
+# Every plausible floor over the three smallest sizes but their median, each caught on every one of 300 draws.
+FLOOR_RULES = {"the first size": lambda s: s[0], "the second size (an unsorted middle)": lambda s: s[1],
+               "the third size": lambda s: s[2], "the fastest": min, "the slowest": max, "the mean": np.mean}
+
+
+@pytest.mark.exercise("01", 2)
+@pytest.mark.parametrize("floor", list(FLOOR_RULES))
+def test_lab01_exercise2_no_floor_but_the_median_passes_300_draws(monkeypatch, floor, lenient_checkers):
+    _on_planted_times(monkeypatch)
+    monkeypatch.setattr(checking, "_record", lambda declared, verdict: None)
+    rule = FLOOR_RULES[floor]
+    passed = [seed for seed in range(300)
+              if ch01.check_crossover(lambda make_run: _first_above(SIZES, _planted_sweep(make_run, SIZES),
+                                                                    floor_of=rule), seed=seed)]
+    assert not passed, f"a floor from {floor} passed {len(passed)} of 300 draws"
+    right = [seed for seed in range(300)
+             if not ch01.check_crossover(lambda make_run: _first_above(SIZES, _planted_sweep(make_run, SIZES)),
+                                         seed=seed)]
+    assert not right, f"the median failed {len(right)} of 300 draws"
+
+
+def test_lab01_a_sweep_from_anywhere_keeps_its_median_on_the_floor():
+    """However a sweep starts, its three smallest sizes hold at most one slow size, so their median is the floor."""
+    for seed in range(300):
+        rng = random.Random(seed)
+        for other in (1, 2):
+            crossover = rng.choice(ch01.PLANTED_CROSSOVERS)
+            slow = rng.choice([2**k for k in range(9, crossover.bit_length() - 3)])
+            off = ch01.off_floor_sizes(rng, other)
+            for start in range(0, 12):
+                three = [ch01.planted_us(2**k, crossover, slow, off_floor=off) for k in range(start, start + 3)]
+                assert sorted(three)[1] == ch01.PLANTED_FLOOR_US, (seed, other, start, three)
 
 
 @pytest.mark.exercise("01", 2)

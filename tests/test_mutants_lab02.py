@@ -1,10 +1,12 @@
 """Lab 02's mutation suite: plausible answers a learner writes, each judged by its checker (CPU exercises)."""
 
+import statistics
+
 import pytest
 
 from launchlab.chapters.ch02 import checkers as ch02
 from launchlab.trace import load_events, shipped_trace_path
-from mutants import Answer, judge, suite
+from mutants import Answer, judge, suite, without_cuda
 
 GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 
@@ -55,11 +57,12 @@ def idle_right(path, annotation):
             "largest_gap_us": max(gaps)}
 
 
-def _work(path, annotation, cats=GPU_WORK, extend=True, starts_inside=True):
+def _work(path, annotation, cats=GPU_WORK, extend=True, starts_inside=True, at_start=True, at_end=True):
     events = _complete(path)
     lo, hi = _range(events, annotation)
     if starts_inside:
-        work = [e for e in events if e["cat"] in cats and lo <= e["ts"] <= hi]
+        work = [e for e in events if e["cat"] in cats and (lo <= e["ts"] if at_start else lo < e["ts"])
+                and (e["ts"] <= hi if at_end else e["ts"] < hi)]
     else:  # anything that overlaps the range
         work = [e for e in events if e["cat"] in cats and e["ts"] < hi and e["ts"] + e["dur"] > lo]
     if extend:
@@ -135,6 +138,9 @@ IDLE_ANSWERS = [
     Answer("the gap after the last work forgotten", "method", trailing_gap_forgotten),
     Answer("work started before the range counted", "structure", overlapping_work_counted),
     Answer("every GPU event counted as a kernel", "structure", every_event_counted_as_a_kernel),
+    Answer("a start at the range's end left out (a half-open range)", "method",
+           lambda p, a: _stats(*_work(p, a, at_end=False))),
+    Answer("a start at the range's start left out", "method", lambda p, a: _stats(*_work(p, a, at_start=False))),
     Answer("idle fraction in percent", "unit", idle_in_percent),
     Answer("largest gap in milliseconds", "unit", gaps_in_milliseconds),
     Answer("idle fraction NaN", "bad value", nan_fraction),
@@ -149,6 +155,25 @@ def test_lab02_exercise1_idle_stats(monkeypatch):
     # The made-up traces are drawn afresh on each call: every answer meets several.
     wrong = judge(SUITE_IDLE.lab, SUITE_IDLE.number, SUITE_IDLE.checker, SUITE_IDLE.answers, trials=3)
     assert not wrong, "\n".join(wrong)
+
+
+def test_lab02_exercise1_every_made_up_trace_has_work_starting_at_an_edge_of_its_range():
+    """At the lead, a kernel starts exactly at the range's end; at the trail, exactly at its start: both are the
+    range's work, and a comparison that leaves either end out miscounts the kernels, on every draw."""
+    import json
+    import random
+
+    from launchlab import trace
+
+    for seed in range(300):
+        rng = random.Random(seed)
+        for where, edge in (("lead", "at_end"), ("trail", "at_start")):
+            made_up = json.loads(json.dumps(ch02._synthetic_trace(rng, where)))  # as the learner reads it back
+            events = made_up["traceEvents"]
+            loop = next(e for e in events if e["cat"] == "user_annotation")
+            kernel = next(e for e in events if e.get("name") == edge)
+            assert kernel["ts"] == (loop["ts"] + loop["dur"] if edge == "at_end" else loop["ts"]), (seed, where)
+            assert trace.gpu_idle(made_up, "loop").largest_gaps_us[0] >= 70, (seed, where)  # still the planted one
 
 
 @pytest.fixture(autouse=True)
@@ -302,6 +327,35 @@ def masked_loss_instead_of_grads(model, opt, batches):
     return torch.stack(losses)
 
 
+def skip_read_through_tolist(model, loss):
+    if loss.tolist() > ch02.EXPLODING:  # a Python float: no PyTorch operation on a CPU, a copy and a wait on a GPU
+        return False
+    return True
+
+
+def skip_read_through_numpy(model, loss):
+    if loss.detach().cpu().numpy() > ch02.EXPLODING:  # the comparison is NumPy's, on the host
+        return False
+    return True
+
+
+def mask_made_on_the_host(model, loss):
+    keep = (loss.detach().to("cpu") <= ch02.EXPLODING).to(loss.dtype)  # a copy to the host, and one back
+    for p in model.parameters():
+        p.grad.mul_(keep.to(p.grad.device))
+
+
+def losses_gathered_with_torch_tensor(model, opt, batches):
+    import torch
+
+    return torch.tensor(_loop(model, opt, batches, _mask_grads))  # each loss read as a number on the host
+
+
+def skip_with_printed_loss(model, loss):
+    print(f"loss {loss:.3f}")  # printing a tensor reads its value on the host
+    _mask_grads(model, loss)
+
+
 NO_SYNC_ANSWERS = [
     Answer("gradients scaled by the mask (the solution's method)", "right", stacked(lambda m, o, b: _loop(m, o, b, _mask_grads))),
     Answer("step taken, old weights restored where it exploded", "right", no_syncs_right),
@@ -313,6 +367,14 @@ NO_SYNC_ANSWERS = [
     Answer("losses as a list of tensors", "structure", lambda m, o, b: _loop(m, o, b, _mask_grads)),
     Answer("losses read back as floats", "structure",
            lambda m, o, b: _loop(m, o, b, _mask_grads, collect=lambda loss: loss.item())),
+    Answer("the skip decided through .tolist()", "method",
+           stacked(lambda m, o, b: _loop(m, o, b, skip_read_through_tolist))),
+    Answer("the skip decided through .cpu().numpy()", "method",
+           stacked(lambda m, o, b: _loop(m, o, b, skip_read_through_numpy))),
+    Answer("the mask made on the host with .to('cpu')", "method",
+           stacked(lambda m, o, b: _loop(m, o, b, mask_made_on_the_host))),
+    Answer("each loss printed", "method", stacked(lambda m, o, b: _loop(m, o, b, skip_with_printed_loss))),
+    Answer("losses gathered with torch.tensor", "structure", losses_gathered_with_torch_tensor),
     Answer("returns None", "bad value", lambda m, o, b: None),
     Answer("losses in another unit (summed, not averaged)", "unit",
            stacked(lambda m, o, b: _loop(m, o, b, _mask_grads, collect=lambda loss: loss.detach() * 64))),
@@ -327,12 +389,63 @@ def test_lab02_exercise3_no_syncs(monkeypatch):
     assert not wrong, "\n".join(wrong)
 
 
-def _sweep(make_step, timer):
+@pytest.mark.exercise("02", 3)
+@pytest.mark.parametrize("loop, named", [
+    (lambda m, o, b: _loop(m, o, b, skip_read_through_tolist), ".tolist()"),
+    (lambda m, o, b: _loop(m, o, b, skip_read_through_numpy), ".cpu()"),
+    (lambda m, o, b: _loop(m, o, b, mask_made_on_the_host), ".to('cpu')"),
+    (lambda m, o, b: _loop(m, o, b, skip_with_printed_loss), "a tensor printed"),
+    (lambda m, o, b: _loop(m, o, b, python_if_on_a_tensor), "bool(t)"),
+], ids=["tolist", "cpu-numpy", "to-cpu", "print", "if"])
+def test_lab02_exercise3_the_cpu_path_names_each_host_read(monkeypatch, loop, named):
+    """With CUDA hidden (the CPU path, on a GPU machine too), each host read is named with the hint to avoid it."""
+    import torch
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    verdict = without_cuda(ch02.check_no_syncs, lambda m, o, b: torch.stack(loop(m, o, b)))
+    assert not verdict and named in verdict.detail and "torch.stack" in verdict.hint, verdict
+
+
+def _reads(fn):
+    from launchlab import checking
+
+    with checking.host_reads() as reads:
+        fn()
+    return dict(reads)
+
+
+def test_the_cpu_path_sees_every_host_read_a_gpu_would():
+    """What checking.host_reads counts on a CPU, where most host reads run no PyTorch operation: every way a
+    tensor's value reaches Python, and nothing that stays on the device."""
+    import numpy as np
+    import torch
+
+    t, v = torch.tensor(3.0), torch.tensor([1.0, 5e3])
+    reads = {
+        ".item()": lambda: t.item(), "float(t)": lambda: float(t), "int(t)": lambda: int(t),
+        "bool(t)": lambda: bool(t > 1), ".tolist()": lambda: v.tolist(), ".numpy()": lambda: v.numpy(),
+        ".cpu()": lambda: v.cpu(), "np.asarray(t)": lambda: np.asarray(v), ".to('cpu')": lambda: v.to("cpu"),
+        "a tensor printed": lambda: f"{t:.2f}", "a tensor used as a Python index": lambda: [1, 2, 3, 4][t.long()],
+        "torch.tensor of a list of tensors": lambda: torch.tensor([t, t]), "torch.equal": lambda: torch.equal(v, v),
+        ".nonzero()": lambda: torch.where(v > 1), "a boolean mask": lambda: v[v > 1],
+        "torch.unique": lambda: torch.unique(v),
+    }
+    for named, fn in reads.items():
+        seen = _reads(fn)
+        assert sum(seen.values()) == 1 and any(named in k for k in seen), (named, seen)
+    stays = [lambda: torch.where(v > 1, v, 0 * v), lambda: v.to(t.device), lambda: v.to(torch.float64),
+             lambda: torch.stack([t, t]), lambda: v.clone().__setitem__(v > 1, 0.0), lambda: torch.tensor(2.0),
+             lambda: v[torch.tensor([1])], lambda: torch.clamp(v / t, max=1.0)]
+    for fn in stays:
+        assert not _reads(fn)
+
+
+def _sweep(make_step, timer, floor_of=None):
     import numpy as np
 
     batches = [2**k for k in range(13)]
     step_us = [timer(make_step(b)) for b in batches]
-    return batches, step_us, float(np.median(step_us[:3]))
+    return batches, step_us, float((floor_of or np.median)(step_us[:3]))
 
 
 def _throughput(step):
@@ -347,46 +460,132 @@ def _flat_until(batches, step_us, floor, factor=1.5, before=True):
     return batches[max(rise - 1, 0)] if before else batches[min(rise, len(batches) - 1)]
 
 
-def flat_right(make_step):
-    """Right, written differently: walk back from the largest batch while the steps stay above 1.5x the floor."""
-    batches, step_us, floor = _sweep(make_step, _throughput)
-    i = len(batches)
-    while i > 0 and step_us[i - 1] > 1.5 * floor:
-        i -= 1
-    return batches[max(i - 1, 0)]
-
-
 def _enqueue(step):
     from launchlab import timing
 
     return timing.enqueue_us(step, launches=20, rounds=10).median_us
 
 
-FLAT_ANSWERS = [
-    Answer("walk back from the largest batch", "right", flat_right),
-    Answer("the solution's rule", "right", lambda make_step: _flat_until(*_sweep(make_step, _throughput))),
-    Answer("the first batch of the rise, not the one before", "classic",
-           lambda make_step: _flat_until(*_sweep(make_step, _throughput), before=False)),
-    Answer("timed by enqueue cost: no synchronisation", "method",
-           lambda make_step: _flat_until(*_sweep(make_step, _enqueue))),
-    Answer("2.5x the floor instead of 1.5x", "method",
-           lambda make_step: _flat_until(*_sweep(make_step, _throughput), factor=2.5)),
-    Answer("rows counted in elements (x width 1024)", "unit",
-           lambda make_step: 1024 * _flat_until(*_sweep(make_step, _throughput))),
-    Answer("the reference run's 1,024 typed in", "hard-coded", lambda make_step: 1024),
-    Answer("the smallest batch", "structure", lambda make_step: 1),
-    Answer("as a float", "bad value", lambda make_step: float(_flat_until(*_sweep(make_step, _throughput)))),
-    Answer("NaN", "bad value", lambda make_step: float("nan")),
-]
-SUITE_FLAT = suite("02", 4, ch02.check_flat_until, FLAT_ANSWERS)
+def flat_answers(timer=_throughput, unsynced=_enqueue):
+    """The answers, over sweeps that time each step (on a GPU) or read the planted time (on a CPU)."""
+
+    def flat_right(make_step):
+        """Right, written differently: walk back from the largest batch while the steps stay above 1.5x the floor."""
+        batches, step_us, floor = _sweep(make_step, timer)
+        i = len(batches)
+        while i > 0 and step_us[i - 1] > 1.5 * floor:
+            i -= 1
+        return batches[max(i - 1, 0)]
+
+    def solution(make_step):
+        return _flat_until(*_sweep(make_step, timer))
+
+    def floor_of(floor):
+        return lambda make_step: _flat_until(*_sweep(make_step, timer, floor_of=floor))
+
+    return [
+        Answer("walk back from the largest batch", "right", flat_right),
+        Answer("the solution's rule", "right", solution),
+        Answer("the floor as the sorted middle of three", "right", floor_of(lambda s: sorted(s)[1])),
+        Answer("the first batch of the rise, not the one before", "classic",
+               lambda make_step: _flat_until(*_sweep(make_step, timer), before=False)),
+        Answer("timed by enqueue cost: no synchronisation", "method",
+               lambda make_step: _flat_until(*_sweep(make_step, unsynced))),
+        Answer("2.5x the floor instead of 1.5x", "method",
+               lambda make_step: _flat_until(*_sweep(make_step, timer), factor=2.5)),
+        Answer("the floor from batch 1 alone", "method", floor_of(lambda s: s[0])),
+        Answer("the floor as the mean of the three smallest", "method", floor_of(statistics.fmean)),
+        Answer("the floor as the fastest of the three smallest", "method", floor_of(min)),
+        Answer("the floor as the unsorted middle of three", "method", floor_of(lambda s: s[1])),
+        Answer("rows counted in elements (x width 1024)", "unit", lambda make_step: 1024 * solution(make_step)),
+        Answer("the reference run's 1,024 typed in", "hard-coded", lambda make_step: 1024),
+        Answer("the smallest batch", "structure", lambda make_step: 1),
+        Answer("as a float", "bad value", lambda make_step: float(solution(make_step))),
+        Answer("NaN", "bad value", lambda make_step: float("nan")),
+    ]
+
+
+FLAT_ANSWERS = flat_answers()  # timed on a GPU; the CPU tests build their own over the planted times
+SUITE_FLAT = suite("02", 4, ch02.check_flat_until, FLAT_ANSWERS, part="timed on a GPU")
 
 
 @pytest.mark.exercise("02", 4)
 @pytest.mark.gpu
 def test_lab02_exercise4_flat_until(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    wrong = judge(SUITE_FLAT.lab, SUITE_FLAT.number, SUITE_FLAT.checker, SUITE_FLAT.answers, trials=2)
+    # each check times two sweeps; the planted-times test below judges every answer five times, on any machine
+    wrong = judge(SUITE_FLAT.lab, SUITE_FLAT.number, SUITE_FLAT.checker, SUITE_FLAT.answers, trials=1,
+                  part=SUITE_FLAT.part)
     assert not wrong, "\n".join(wrong)
+
+
+class _PlantedStep:
+    """On a CPU: a step that does nothing but knows the time the checker planted for it."""
+
+    def __init__(self, us):
+        self.us = us
+
+    def __call__(self):
+        pass
+
+
+def _on_planted_steps(monkeypatch):
+    """The checker's steps replaced by ones that only know their planted time, and no GPU required."""
+    def planted_steps(knee, floor_us=ch02.PLANTED_FLOOR_US, off_floor=None):
+        return lambda batch: _PlantedStep(ch02.planted_step_us(batch, knee, floor_us, off_floor))
+
+    monkeypatch.setattr(ch02, "planted_steps", planted_steps)
+    monkeypatch.setattr(ch02, "require_cuda", lambda what: None)
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+
+
+@pytest.mark.exercise("02", 4)
+def test_lab02_exercise4_flat_until_judged_on_the_planted_times(monkeypatch):
+    """On a CPU: the checker's verdicts and hints, with answers that read the planted times instead of timing."""
+    _on_planted_steps(monkeypatch)
+    answers = flat_answers(timer=lambda step: step.us, unsynced=lambda step: 5.0)
+    wrong = judge("02", 4, ch02.check_flat_until, answers, trials=5, part="planted times, CPU")
+    assert not wrong, "\n".join(wrong)
+    hints = {a.name: ch02.check_flat_until(a.fn).hint for a in answers if not a.right}
+    for floor in ("the floor from batch 1 alone", "the floor as the mean of the three smallest",
+                  "the floor as the fastest of the three smallest"):
+        assert "median of the three smallest" in hints[floor], (floor, hints[floor])
+    assert "*before*" in hints["the first batch of the rise, not the one before"]
+
+
+# Every floor over the three smallest batches but their median, each caught on every one of 300 draws.
+FLOOR_RULES = {"batch 1": lambda s: s[0], "batch 2 (an unsorted middle)": lambda s: s[1], "batch 4": lambda s: s[2],
+               "the fastest": min, "the slowest": max, "the mean": statistics.fmean}
+
+
+@pytest.mark.exercise("02", 4)
+@pytest.mark.parametrize("floor", list(FLOOR_RULES))
+def test_lab02_exercise4_no_floor_but_the_median_passes_300_draws(monkeypatch, capsys, floor):
+    from launchlab import checking
+
+    _on_planted_steps(monkeypatch)
+    monkeypatch.setattr(checking, "_record", lambda declared, verdict: None)
+    rule = FLOOR_RULES[floor]
+    passed = [seed for seed in range(300) if ch02.check_flat_until(
+        lambda make_step: _flat_until(*_sweep(make_step, lambda step: step.us, floor_of=rule)), seed=seed)]
+    assert not passed, f"a floor from {floor} passed {len(passed)} of 300 draws"
+    right = [seed for seed in range(300) if not ch02.check_flat_until(
+        lambda make_step: _flat_until(*_sweep(make_step, lambda step: step.us)), seed=seed)]
+    assert not right, f"the median failed {len(right)} of 300 draws"
+    capsys.readouterr()
+
+
+def test_lab02_a_sweep_from_anywhere_keeps_its_median_on_the_floor():
+    """Wherever a sweep starts, its three smallest batches hold at most one slow and one fast: the floor."""
+    import random
+
+    for seed in range(300):
+        rng = random.Random(seed)
+        for other in (1, 2):
+            knee, off = rng.choice(ch02.PLANTED_KNEES), ch02.off_floor_batches(rng, other)
+            for start in range(0, 5):
+                three = [ch02.planted_step_us(2**k, knee, off_floor=off) for k in range(start, start + 3)]
+                assert sorted(three)[1] == ch02.PLANTED_FLOOR_US, (seed, other, start, three)
 
 
 @pytest.mark.exercise("02", 4)

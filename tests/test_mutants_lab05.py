@@ -88,6 +88,34 @@ def test_lab05_exercise4_schedule(monkeypatch, capsys):
     assert not wrong, "\n".join(wrong)
 
 
+def _longest_first_round_robin(durations, branches):
+    order = sorted(range(len(durations)), key=lambda i: -durations[i])
+    return [order[b::branches] for b in range(branches)]
+
+
+ORDER_RULES = {"tasks in the order given": in_the_order_given, "shortest first": shortest_first,
+               "round robin in the order given": round_robin, "equal counts in order": equal_counts_in_order,
+               "longest first, but round robin": _longest_first_round_robin}
+
+
+@pytest.mark.exercise("05", 4)
+@pytest.mark.parametrize("name", list(ORDER_RULES))
+def test_lab05_exercise4_no_rule_passes_by_the_order_of_the_tasks(monkeypatch, capsys, name):
+    """Over 300 draws of the made-up tasks, every rule that follows the order given (or a sort that is not the
+    longest first onto the least loaded branch) is caught, and the right rule passes every draw."""
+    from launchlab import checking
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    monkeypatch.setattr(checking, "_record", lambda declared, verdict: None)
+    passed = [seed for seed in range(300) if without_cuda(
+        lambda fn, seed=seed: ch05.check_assignment(fn, seed=seed), ORDER_RULES[name])]
+    assert not passed, f"{name} passed {len(passed)} of 300 draws"
+    failed = [seed for seed in range(300) if not without_cuda(
+        lambda fn, seed=seed: ch05.check_assignment(fn, seed=seed), longest_first)]
+    assert not failed, f"longest first failed {len(failed)} of 300 draws"
+    capsys.readouterr()
+
+
 # ---- exercise 1: capture a diamond across two streams (PyTorch) --------------------------------------------
 
 

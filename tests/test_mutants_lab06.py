@@ -278,6 +278,10 @@ BISECTION_ANSWERS = [
     bisect_step(lo, hi); *steps += 1;
     if (*hi - *lo > 1e-5f && *steps < max_steps) {RELAUNCH}
 """)),
+    Answer("the width tested with >= tol", "classic", bisection(f"""
+    bisect_step(lo, hi); *steps += 1;
+    if (*hi - *lo >= tol && *steps < max_steps) {RELAUNCH}
+""")),
     Answer("half the width tested against tol", "unit", bisection(f"""
     bisect_step(lo, hi); *steps += 1;
     if (0.5f * (*hi - *lo) > tol && *steps < max_steps) {RELAUNCH}
@@ -430,6 +434,35 @@ def test_the_drawn_queues_and_solves_vary_and_meet_the_edges():
     assert cases[1] != ch06._bisection_cases(12)[1]
 
 
+def _host_bisection(interval, tol, max_steps, go_on=lambda width, tol: width > tol):
+    """The host-driven loop in float32 on the host (bisect_step as the prelude writes it): (lo, hi, steps)."""
+    import numpy as np
+
+    f32 = np.float32
+    lo, hi, tol, steps = f32(interval[0]), f32(interval[1]), f32(tol), 0
+
+    def f(x):
+        return x * x * x - f32(2) * x - f32(5)
+
+    while True:
+        mid = f32(0.5) * (lo + hi)
+        lo, hi = (lo, mid) if f(lo) * f(mid) <= 0 else (mid, hi)
+        steps += 1
+        if not (go_on(hi - lo, tol) and steps < max_steps):
+            return float(lo), float(hi), steps
+
+
+def test_the_edge_solve_meets_its_tolerance_exactly():
+    """On every draw the third solve's width equals tol exactly at the step it stops: a test of >= tol (or of
+    the width against tol in any other way that lets equality go on) takes one step more."""
+    for seed in range(300):
+        case = ch06._bisection_cases(seed)[2]
+        lo, hi, steps = _host_bisection(case["interval"], case["tol"], case["max_steps"])
+        assert hi - lo == case["tol"] and steps < case["max_steps"], (seed, case, lo, hi, steps)
+        assert _host_bisection(case["interval"], case["tol"], case["max_steps"],
+                               go_on=lambda width, tol: width >= tol)[2] == steps + 1, seed
+
+
 def _reported(monkeypatch, **values):
     """Make the checkers' child process report `values`, and let them run without a GPU."""
     ran = child.ChildRun(0, 1.0, False, ["RESULT " + json.dumps(values)])
@@ -482,7 +515,7 @@ def test_tail_loop_verdicts_name_the_mistake(monkeypatch, report, detail, hint):
 
 
 def test_tail_loop_passes_a_test_first_loop_and_needs_every_solve(monkeypatch):
-    _reported(monkeypatch, cases=[_solve(runs=19), _solve(), _solve()])
+    _reported(monkeypatch, cases=[_solve(runs=19), _solve(), _solve(), _solve()])
     assert ch06.check_tail_loop(lambda: "source", seed=1)
     _reported(monkeypatch, cases=[_solve()])
     assert not ch06.check_tail_loop(lambda: "source", seed=1)

@@ -190,6 +190,13 @@ def square_root_missing(grad, max_norm, all_reduce):
     return grad
 
 
+def squared_norm_against_the_limit(grad, max_norm, all_reduce):  # decides on the square, scales by the norm
+    squared = all_reduce(grad.norm() ** 2, "squared norm")
+    if squared > max_norm:
+        grad.mul_(max_norm / squared.sqrt())
+    return grad
+
+
 def squares_averaged(grad, max_norm, all_reduce):
     total = (all_reduce(grad.norm() ** 2, "squared norm") / dist.get_world_size()).sqrt()
     if total > max_norm:
@@ -230,6 +237,7 @@ CLIP_TOGETHER = [
     Answer("each rank's own norm, no collective", "classic", own_norm_only),
     Answer("the norms added, not their squares", "unit", norms_added),
     Answer("no square root", "unit", square_root_missing),
+    Answer("the squared norm compared with the limit", "unit", squared_norm_against_the_limit),
     Answer("the squared norms averaged", "method", squares_averaged),
     Answer("only rank 0 scales", "structure", only_rank_zero_scales),
     Answer("a new tensor returned, grad unchanged", "structure", new_tensor_returned),

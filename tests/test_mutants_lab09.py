@@ -13,7 +13,7 @@ import statistics
 import numpy as np
 import pytest
 
-from launchlab import child, graphs
+from launchlab import checking, child, graphs
 from launchlab.chapters.ch09 import checkers as ch09
 from mutants import Answer, judge, suite
 
@@ -506,8 +506,9 @@ def choose_with_numpy(workload):
 
 
 def rule(summary=statistics.median, per_stage=True, respect=("own_kernels", "fusable"), tie=ch09.TIE,
-         prefer="simple"):
-    """A learner's choose_rung with one thing changed."""
+         prefer="simple", absolute=None):
+    """A learner's choose_rung with one thing changed: `prefer="table"` breaks a tie in the table's order, `absolute`
+    is a tie of that many microseconds."""
 
     def choose(workload):
         ok = {"graph": True, "graph + PDL": True,
@@ -517,8 +518,10 @@ def rule(summary=statistics.median, per_stage=True, respect=("own_kernels", "fus
         times = {r: summary(m["samples_us"]) / (m["stages"] if per_stage else 1)
                  for r, m in workload["measurements"].items() if ok[r]}
         best = min(times.values())
-        order = ch09.RUNGS if prefer == "simple" else ch09.RUNGS[::-1]
-        return next(r for r in order if r in times and times[r] <= (1 + tie) * best)
+        limit = best + absolute if absolute is not None else (1 + tie) * best
+        order = {"simple": ch09.RUNGS, "complex": ch09.RUNGS[::-1], "table": list(workload["measurements"]),
+                 "table, last first": list(workload["measurements"])[::-1]}[prefer]
+        return next(r for r in order if r in times and times[r] <= limit)
 
     return choose
 
@@ -533,8 +536,15 @@ RUNG_ANSWERS = [
     Answer("no tie rule: the strictly fastest allowed rung", "classic", rule(tie=0.0)),
     Answer("the mean of the samples", "method", rule(summary=statistics.fmean)),
     Answer("the fastest sample", "method", rule(summary=min)),
+    Answer("the first sample", "method", rule(summary=lambda samples: samples[0])),
+    Answer("the last sample", "method", rule(summary=lambda samples: samples[-1])),
+    Answer("the middle sample, unsorted", "method", rule(summary=lambda samples: samples[len(samples) // 2])),
+    Answer("the slowest sample", "method", rule(summary=max)),
     Answer("totals compared, not per stage", "unit", rule(per_stage=False)),
     Answer("a tie goes to the more complex rung", "structure", rule(prefer="complex")),
+    Answer("a tie goes to the rung listed first", "structure", rule(prefer="table")),
+    Answer("a tie of 0.05 us, not 5%", "unit", rule(absolute=ch09.TIE)),
+    Answer("a tie of 10% typed in", "hard-coded", rule(tie=0.10)),
     Answer("always graph + PDL", "hard-coded", lambda workload: "graph + PDL"),
     Answer("the lab's answers looked up by name", "hard-coded",
            lambda workload: LAB_ANSWERS.get(workload["name"], "graph + PDL")),
@@ -559,7 +569,13 @@ def test_lab09_exercise4_rung(lenient_checkers):
     (rule(summary=min), "not the fastest sample"),
     (rule(per_stage=False), "divide each median by the stages"),
     (rule(tie=0.0), f"within {ch09.TIE:.0%} of the fastest"),
-], ids=["not-allowed", "mean", "min", "totals", "no-tie"])
+    (rule(summary=max), "not the slowest sample"),
+    (rule(summary=lambda samples: samples[0]), "not one run"),
+    (rule(summary=lambda samples: samples[-1]), "not one run"),
+    (rule(summary=lambda samples: samples[len(samples) // 2]), "not one run"),
+    (rule(prefer="table"), "the order of workload['measurements'] says nothing"),
+    (rule(absolute=ch09.TIE), "not 0.05 us"),
+], ids=["not-allowed", "mean", "min", "totals", "no-tie", "max", "first", "last", "middle", "table", "absolute"])
 def test_rung_hints_name_the_mistake(answer, hint, lenient_checkers):
     for _ in range(10):
         verdict = ch09.check_rung(answer)
@@ -575,21 +591,112 @@ def test_rung_validation_says_what_was_returned(lenient_checkers):
 
 def test_the_made_up_workloads_hold_their_traps():
     """Each trap is there on every draw: a rule that falls for it gives another rung than the reference."""
-    falls_for = {"fused is fastest but not allowed": {"respect": False},
-                 "a library kernel between stages": {"respect": False},
-                 "persistent ties graph + PDL": {"tie": 0.0}, "graph + PDL ties graph": {"tie": 0.0},
-                 "an outlier in the fastest rung": {"summary": statistics.fmean},
-                 "a lucky sample": {"summary": min}, "chains of different lengths": {"per_stage": False}}
+    first, last = (lambda samples: samples[0]), (lambda samples: samples[-1])
+    falls_for = {"fused is fastest but not allowed, and one run of the right rung is slow": [{"respect": False},
+                                                                                           {"summary": max}],
+                 "a library kernel between stages": [{"respect": False}],
+                 "persistent ties graph + PDL": [{"tie": 0.0}], "graph + PDL ties graph": [{"tie": 0.0}],
+                 "persistent just past the tie": [{"tie": 0.10}],
+                 "slow runs in the fastest rung": [{"summary": statistics.fmean}, {"summary": max},
+                                                   {"summary": min}],
+                 "lucky runs in a slower rung": [{"summary": min}, {"summary": max}],
+                 "chains of different lengths": [{"per_stage": False}]}
     for seed in range(300):
         planted = ch09.planted_workloads(random.Random(seed))
-        assert len(planted) == 8 and all(w["name"].startswith("made-up workload") for _, w in planted)
-        for trap, workload in planted:
-            if trap in falls_for:
-                assert ch09.rung_by(workload, **falls_for[trap]) != ch09.rung_by(workload), (seed, trap)
+        assert len(planted) == 9 and all(w["name"].startswith("made-up workload") for _, w in planted)
+        traps = dict((trap, w) for trap, w in planted)
+        for trap, changes in falls_for.items():
+            for change in changes:
+                assert ch09.rung_by(traps[trap], **change) != ch09.rung_by(traps[trap]), (seed, trap, change)
+        # reading any one run goes wrong on the slow or the lucky runs
+        for k in range(ch09.SAMPLES):
+            one = {"summary": lambda samples, k=k: samples[k]}
+            assert any(ch09.rung_by(w, **one) != ch09.rung_by(w) for w in traps.values()), (seed, k)
+        for summary in (first, last):
+            assert any(ch09.rung_by(w, summary=summary) != ch09.rung_by(w) for w in traps.values()), seed
     answers = [ch09.rung_by(w) for w in ch09.WORKLOADS]
     assert answers == ["fused", "persistent", "graph"]
     assert ch09.rung_by(ch09.WORKLOADS[1], summary=statistics.fmean) != "persistent"  # the lab's outlier trap
     assert ch09.rung_by(ch09.WORKLOADS[2], tie=0.0) == "graph + PDL"  # and its tie
+
+
+def _per_stage(workload, rung):
+    m = workload["measurements"][rung]
+    return statistics.median(m["samples_us"]) / m["stages"]
+
+
+def test_the_ties_and_the_near_miss_hold_either_way_of_reading_five_percent():
+    """Ties stay inside 5% however it is read (x <= 1.05 fastest, or fastest >= 0.95 x), the near miss outside it,
+    with the jitter's worst case; the table lists one tie's faster rung first and the other's simpler rung first;
+    and every tie of a fixed number of microseconds meets a tie larger than it or a near miss smaller than it."""
+    pairs = {"persistent ties graph + PDL": ("graph + PDL", "persistent"),
+             "graph + PDL ties graph": ("graph", "graph + PDL"),
+             "persistent just past the tie": ("graph + PDL", "persistent")}
+    for seed in range(300):
+        traps = dict(ch09.planted_workloads(random.Random(seed)))
+        gaps, absolute, listed_first = {}, {}, set()
+        for trap, (simpler, faster) in pairs.items():
+            w = traps[trap]
+            gaps[trap] = _per_stage(w, simpler) / _per_stage(w, faster) - 1
+            absolute[trap] = _per_stage(w, simpler) - _per_stage(w, faster)
+            order = list(w["measurements"])
+            listed_first.add(order.index(simpler) < order.index(faster))
+        ties = [gaps[t] for t in pairs if "ties" in t]
+        assert all(0.02 < g < ch09.TIE - 0.002 for g in ties), (seed, gaps)
+        assert 1 / (1 - ch09.TIE) - 1 + 0.003 < gaps["persistent just past the tie"] < 0.09, (seed, gaps)
+        assert listed_first == {True, False} or None, seed  # only the ties' order is planted
+        tie_order = {list(traps[t]["measurements"]).index(pairs[t][0]) < list(traps[t]["measurements"]).index(pairs[t][1])
+                     for t in pairs if "ties" in t}
+        assert tie_order == {True, False}, seed
+        largest_tie = max(absolute[t] for t in pairs if "ties" in t)
+        assert absolute["persistent just past the tie"] * 4 < largest_tie, (seed, absolute)
+
+
+# Every plausible wrong rule over the made-up workloads, each caught on every one of 300 draws, and the right ones
+# passing all 300: no rule gets through by the order of the samples or of the table.
+WRONG_RULES = {
+    "the first sample": rule(summary=lambda samples: samples[0]),
+    "the last sample": rule(summary=lambda samples: samples[-1]),
+    "the middle sample, unsorted": rule(summary=lambda samples: samples[len(samples) // 2]),
+    **{f"sample {k}": rule(summary=lambda samples, k=k: samples[k]) for k in range(1, ch09.SAMPLES - 1)},
+    "the mean": rule(summary=statistics.fmean),
+    "the fastest sample": rule(summary=min),
+    "the slowest sample": rule(summary=max),
+    "sorted[2], a median off by one": rule(summary=lambda samples: sorted(samples)[2]),
+    "sorted[4], a median off by one": rule(summary=lambda samples: sorted(samples)[4]),
+    "a tie broken in the table's order": rule(prefer="table"),
+    "a tie broken in the table's order, last first": rule(prefer="table, last first"),
+    "a tie goes to the more complex rung": rule(prefer="complex"),
+    "the fastest rung regardless of ties": rule(tie=0.0),
+    "a tie of 10%": rule(tie=0.10),
+    "a tie of 1%": rule(tie=0.01),
+    **{f"a tie of {us:g} us": rule(absolute=us) for us in (0.001, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 5.0)},
+    "totals compared, not per stage": rule(per_stage=False),
+    "the fastest figure, allowed or not": rule(respect=()),
+    "fusable ignored": rule(respect=("own_kernels",)),
+    "own_kernels ignored": rule(respect=("fusable",)),
+}
+
+
+@pytest.fixture
+def unrecorded(monkeypatch, lenient_checkers):
+    """Verdicts judged 300 times are not stored in the run (the store is what would take the time)."""
+    monkeypatch.setattr(checking, "_record", lambda declared, verdict: None)
+
+
+@pytest.mark.exercise("09", 4)
+@pytest.mark.parametrize("name", list(WRONG_RULES))
+def test_a_wrong_rule_fails_every_one_of_300_draws(name, unrecorded):
+    passed = [seed for seed in range(300) if ch09.check_rung(WRONG_RULES[name], seed=seed)]
+    assert not passed, f"{name} passed {len(passed)} of 300 draws, first on seed {passed[0]}"
+
+
+@pytest.mark.exercise("09", 4)
+@pytest.mark.parametrize("answer", [choose_rung, choose_with_numpy, rule(tie=1 / (1 - ch09.TIE) - 1)],
+                         ids=["solution", "numpy", "tie-read-from-the-slower-side"])
+def test_a_right_rule_passes_all_300_draws(answer, unrecorded):
+    failed = [seed for seed in range(300) if not ch09.check_rung(answer, seed=seed)]
+    assert not failed, f"failed {len(failed)} of 300 draws, first on seed {failed[0]}"
 
 
 def test_the_checker_does_not_let_an_answer_change_the_workloads(lenient_checkers):

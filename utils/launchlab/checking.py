@@ -629,6 +629,103 @@ def counting_ops() -> Iterator[OpCounts]:
         yield counts
 
 
+# What a loop may not do to stay off the host, and what each one is to a learner. The Python-level ways a tensor's
+# value reaches the host: on a GPU each waits for the GPU and copies (or raises, as .numpy() does); on a CPU most
+# of them run no PyTorch operation at all, so only their names show them.
+HOST_READ_METHODS = {
+    "item": ".item()", "tolist": ".tolist()", "numpy": ".numpy()", "__array__": "np.asarray(t)", "cpu": ".cpu()",
+    "__bool__": "bool(t) (an if or a comparison on a tensor)", "__float__": "float(t)", "__int__": "int(t)",
+    "__index__": "a tensor used as a Python index", "__complex__": "complex(t)", "__format__": "a tensor printed",
+    "__repr__": "a tensor printed", "__str__": "a tensor printed",
+}
+# ATen operations that read a value on the host, wherever they are called from (torch's own code too): a number
+# handed to Python, or an output whose size depends on the values (the GPU must finish before the host knows it).
+HOST_READ_OPS = {
+    "_local_scalar_dense": ".item() (a tensor read as a number)", "is_nonzero": "bool(t)",
+    "equal": "torch.equal (a bool on the host)", "allclose": "torch.allclose (a bool on the host)",
+    "nonzero": ".nonzero() (its size depends on the values)", "argwhere": ".argwhere()",
+    "masked_select": "torch.masked_select", "_unique": "torch.unique", "_unique2": "torch.unique",
+    "unique_dim": "torch.unique", "unique_consecutive": "torch.unique_consecutive",
+}
+
+
+def _nested_tensor(data: object) -> bool:
+    """Whether a list or tuple (at any depth) holds a tensor."""
+    import torch
+
+    return isinstance(data, (list, tuple)) and any(isinstance(d, torch.Tensor) or _nested_tensor(d) for d in data)
+
+
+def _host_read(name: str, args: tuple, kwargs: dict) -> str | None:
+    """What a Python-level call reads on the host, by its name and arguments; None if it reads nothing."""
+    import torch
+
+    if name in HOST_READ_METHODS:
+        return HOST_READ_METHODS[name]
+    if name == "to" and args and isinstance(args[0], torch.Tensor):
+        # only the host named as such: .to(p.device) is a move to wherever p is, the GPU on a GPU
+        named = [a for a in (*args[1:], kwargs.get("device")) if isinstance(a, str)]
+        return ".to('cpu')" if any(a.split(":")[0] == "cpu" for a in named) else None
+    if name in ("tensor", "as_tensor", "asarray") and args and _nested_tensor(args[0]):
+        return f"torch.{name} of a list of tensors (each read as a number)"
+    return None
+
+
+def _masked(func, args: tuple) -> bool:
+    """Whether an indexing operation takes a boolean mask, so its size or the cells it writes depend on values. A
+    single mask given one value to write is a masked_fill_ to PyTorch (no read); any other mask is a nonzero."""
+    import torch
+
+    name = func.overloadpacket.__name__
+    if name not in ("index", "index_put", "index_put_", "_index_put_impl_") or len(args) < 2:
+        return False
+    indices = [i for i in args[1] or () if i is not None]
+    if not any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices):
+        return False
+    value = args[2] if len(args) > 2 else None
+    fills = name != "index" and len(indices) == 1 and isinstance(value, torch.Tensor) and value.numel() == 1
+    return not fills
+
+
+@contextlib.contextmanager
+def host_reads() -> Iterator[Counter]:
+    """Count every read of a tensor's value on the host made inside the block, on a CPU as a GPU would see it:
+    .item(), float(t), int(t), bool(t) (an `if` on a tensor), .tolist(), .numpy(), np.asarray(t), .cpu(),
+    .to("cpu") (the host named, not a device taken from a tensor), a tensor printed or used as an index, torch.tensor of a list of tensors, and the operations whose
+    result the host must wait for (torch.equal, .nonzero(), a boolean mask, torch.unique), torch's own included.
+    The counts are by what a learner wrote ('.tolist()': 2)."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    reads: Counter = Counter()
+    inside = [0]  # Python-level reads in progress: the ATen reads under them are the same read
+
+    class Ops(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func.overloadpacket.__name__
+            if not inside[0]:
+                if name in HOST_READ_OPS:
+                    reads[HOST_READ_OPS[name]] += 1
+                elif _masked(func, args):
+                    reads["a boolean mask as an index (its size depends on the values)"] += 1
+            return func(*args, **(kwargs or {}))
+
+    class Calls(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            read = _host_read(getattr(func, "__name__", ""), args, kwargs or {})
+            if read is None:
+                return func(*args, **(kwargs or {}))
+            reads[read] += 1
+            inside[0] += 1
+            try:
+                return func(*args, **(kwargs or {}))
+            finally:
+                inside[0] -= 1
+
+    with Ops(), Calls():
+        yield reads
+
+
 def checker_call_in_child(module: str, call: str, timeout_s: float, exit_after_s: float, stuck: str) -> dict:
     """Run `call` (an expression on launchlab.chapters.<module>.checkers returning a dict) in a child process that never
     outlives `timeout_s`; its dict back, or CheckFailed with its error, its last lines, or `stuck` if it hung."""

@@ -186,14 +186,17 @@ def _restore(nb: nbformat.NotebookNode, executed: nbformat.NotebookNode, have: i
 
 
 def table(grades: list[dict]) -> str:
-    """A class table: one row per notebook, one column per exercise (E1, E2, ...), then the run's status."""
+    """A class table: one row per notebook, one column per exercise (E1, E2, ...), then the run's status. Every
+    verdict is shown whole (a column as wide as its widest), so `PASS (CPU part)` never reads as PASS."""
     names = list(dict.fromkeys(name for g in grades for name in g["exercises"]))
     short = {name: (re.match(r"Exercise\s+(\w+)", name) or [None, str(i + 1)])[1] for i, name in enumerate(names)}
     width = max([len("notebook")] + [len(g["notebook"]) for g in grades])
-    rows = [f"{'notebook':{width}}  " + "  ".join(f"{'E' + short[n]:>14}" for n in names) + "  run"]
-    for g in grades:
-        cells = [g["exercises"].get(n, {"verdict": "-"})["verdict"] for n in names]
-        rows.append(f"{g['notebook']:{width}}  " + "  ".join(f"{c:>14}" for c in cells)
+    cells = [[g["exercises"].get(n, {"verdict": "-"})["verdict"] for n in names] for g in grades]
+    columns = [max([14, len("E" + short[n])] + [len(row[i]) for row in cells]) for i, n in enumerate(names)]
+    rows = [f"{'notebook':{width}}  " + "  ".join(f"{'E' + short[n]:>{w}}" for n, w in zip(names, columns, strict=True))
+            + "  run"]
+    for g, row in zip(grades, cells, strict=True):
+        rows.append(f"{g['notebook']:{width}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(row, columns, strict=True))
                     + f"  {g['status']}, {g['seconds']:.0f} s")
     legend = [f"E{short[n]}: {n}" for n in names]
     return "\n".join(rows + [""] + legend)
@@ -231,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
             if entry["verdict"] in (FAIL, ERROR, TIMED_OUT):
                 print(f"\n{g['notebook']}, {name}: {entry['verdict']}: {entry['detail']}"
                       + (f"\n  Hint: {entry['hint']}" if entry["hint"] else ""))
+            elif entry["verdict"] == PARTIAL:
+                print(f"\n{g['notebook']}, {name}: {PARTIAL}, not yet a PASS: {entry['detail']}")
     if args.json:
         print(f"\nwrote {args.json}")
     ungraded = [g["notebook"] for g in grades if g["status"].startswith("unreadable")]

@@ -188,13 +188,18 @@ def check_event_stream(event_time_ms: Callable[[Callable[[], object], object], f
     raise CheckFailed(line + f" ({len(bad)} off by more than {TOLERANCE:.0%})", hint)
 
 
+FIRST_PLAN = frozenset(range(4, 10_000, 5))  # the first run: every fifth call stalls, as in the lab's demo
+
+
 def _stall_plan(calls: int) -> set[int]:
-    """The calls to stall, given how many your function made the first time: the middle ones (with one either
-    side, in case your first call was a warm-up), and every fifth while fewer than 30% of the calls stall."""
+    """The calls to stall in the second run, given how many your function made the first time: the middle ones
+    (with one either side, in case your first call was a warm-up), then the first, the last and the second (the
+    first sample after a warm-up), then every fifth, each while no more than 30% of the calls stall. So a timer
+    that reports one sample, the first, the last or the unsorted middle, reports a stalled one."""
     if calls < 10:
         return {calls // 2}
     plan = {calls // 2 - 1, calls // 2, calls // 2 + 1}
-    for i in range(4, calls, 5):
+    for i in (0, calls - 1, 1, *range(4, calls, 5)):
         if len(plan | {i}) <= 0.3 * calls:
             plan.add(i)
     return plan
@@ -210,6 +215,9 @@ def _median_mistake(mine: float, expected: float, samples: list[float]) -> str |
     candidates += [(samples[k], "your figure is the sample from the middle of the run, unsorted: sort the samples "
                                 "before taking the middle one (or use np.median)")
                    for k in (n // 2 - 1, n // 2, n // 2 + 1) if 0 <= k < n]
+    candidates += [(samples[k], "your figure is one call's time (the first or the last), which a stall can hit: "
+                                "report the median of all the samples") for k in (0, 1, n - 1) if 0 <= k < n]
+    candidates += [(max(samples), "your figure is the slowest sample, a stalled call: report the median")]
     # Your own timing adds the launch and the synchronisation to each call, so allow a few percent; the nearest
     # explanation wins, and only if it explains your figure far better than the true median does.
     value, hint = min(candidates, key=lambda c: abs(mine / c[0] - 1))
@@ -225,8 +233,9 @@ def _median_mistake(mine: float, expected: float, samples: list[float]) -> str |
           "of many samples ignores a few outliers.")
 def check_median(robust_time_ms: Callable[[Callable[[], object]], float]) -> str:
     """Your function times a kernel whose duration varies from call to call, some calls preceded by a 20 ms
-    host stall, twice: first every fifth call stalls, then the calls in the middle of your run (and a few
-    more), so an unsorted middle sample is a stalled one. Each call's duration is read from the GPU's timer."""
+    host stall, twice: first every fifth call stalls, then the calls in the middle of your run, the first, the
+    second and the last (and a few more), so an unsorted middle, a first or a last sample is a stalled one. Each
+    call's duration is read from the GPU's timer."""
     import cupy as cp
 
     spin = spinner()
@@ -234,7 +243,7 @@ def check_median(robust_time_ms: Callable[[Callable[[], object]], float]) -> str
     slots = cp.zeros(10_000, dtype=cp.uint64)  # one GPU-timed duration per call
     lines, calls_made = [], 0
     for run, duration_us in enumerate(_durations_us(2, rng)):
-        plan = {i for i in range(4, 10_000, 5)} if run == 0 else _stall_plan(calls_made)
+        plan = FIRST_PLAN if run == 0 else _stall_plan(calls_made)
         stalled: list[bool] = []
 
         def sometimes_delayed(duration_us=duration_us, plan=plan, stalled=stalled):

@@ -137,29 +137,59 @@ def check_launch_figures(measure_launch_figures: Callable[[Callable[[], object]]
 # a third of the crossover, then growing linearly with n (1.5x the floor one step below the crossover, 3x at
 # it), capped at PLANTED_CAP x the floor so the largest sizes stay quick. One smaller size is slow too (3x the
 # floor, as a size near the L2 cache's capacity can be): a single sample above twice the floor is not the
-# crossover. The crossover is drawn afresh, twice a call: one at an even and one at an odd power of two.
+# crossover. Two of the three smallest sizes of the lab's sweep are off the floor, one slow and one fast (the
+# smallest always, with the second in one sweep and the third in the other), so only their median is the floor:
+# the first size, the fastest, the slowest, the mean or the unsorted middle of them is not. The crossover is
+# drawn afresh, twice a call: one at an even and one at an odd power of two.
 PLANTED_FLOOR_US = 40.0  # well above a launch's cost, so launch throughput measures the planted time
 PLANTED_CAP = 40
 PLANTED_CROSSOVERS = tuple(2**k for k in range(15, 24))  # 32,768 to 8,388,608 elements
+SMALLEST = (16, 32, 64)  # the lab's sweep starts at 16: its floor is the median of these three sizes
+FLOOR_SLOW, FLOOR_FAST = 3.0, 0.6  # the two of them off the floor, as multiples of it
+LAB_SIZES = tuple(2**k for k in range(4, 27))  # the sweep the lab asks for, which the hints replay
 
 
-def planted_us(n: int, crossover: int, slow_size: int, floor_us: float = PLANTED_FLOOR_US) -> float:
+def planted_us(n: int, crossover: int, slow_size: int, floor_us: float = PLANTED_FLOOR_US,
+               off_floor: dict | None = None) -> float:
     """The planted time per launch at size n: floor_us * clip(3 n / crossover, 1, PLANTED_CAP), 3 * floor_us at
-    slow_size."""
+    slow_size, and floor_us * off_floor[n] at the small sizes off the floor."""
+    if off_floor and n in off_floor:
+        return floor_us * off_floor[n]
     return floor_us * (3.0 if n == slow_size else min(max(1.0, 3.0 * n / crossover), PLANTED_CAP))
 
 
-def planted_runs(crossover: int, slow_size: int, floor_us: float = PLANTED_FLOOR_US):
+def off_floor_sizes(rng, other: int) -> dict[int, float]:
+    """The smallest size and SMALLEST[other] off the floor, one of them slow and the other fast (drawn which)."""
+    slow_first = rng.random() < 0.5
+    return {SMALLEST[0]: FLOOR_SLOW if slow_first else FLOOR_FAST,
+            SMALLEST[other]: FLOOR_FAST if slow_first else FLOOR_SLOW}
+
+
+def planted_runs(crossover: int, slow_size: int, floor_us: float = PLANTED_FLOOR_US, off_floor: dict | None = None):
     """A make_run whose launchers spin for planted_us(n, ...) each launch."""
     from ...kernels import spinner
 
     spin = spinner()
 
     def make_run(n: int) -> Callable[[], None]:
-        cycles = int(planted_us(n, crossover, slow_size, floor_us) * 1000 * spin.cycles_per_ns)
+        cycles = int(planted_us(n, crossover, slow_size, floor_us, off_floor) * 1000 * spin.cycles_per_ns)
         return lambda: spin.launch_cycles(cycles)
 
     return make_run
+
+
+def crossover_by(per_launch: list, floor: Callable = lambda smallest: sorted(smallest)[1], factor: float = 2.0,
+                 sizes: tuple = LAB_SIZES) -> int:
+    """The first size from which every larger one takes more than factor x the floor, the floor being
+    floor(the three smallest sizes' times): the defaults give the right answer, the others the slips."""
+    limit = factor * floor(per_launch[:3])
+    return next((n for i, n in enumerate(sizes) if all(us > limit for us in per_launch[i:])), sizes[-1])
+
+
+FLOOR_SLIPS = {"the first size": lambda s: s[0], "the fastest": min, "the slowest": max,
+               "the mean": lambda s: sum(s) / len(s), "the unsorted middle": lambda s: s[1], "the third": lambda s: s[2]}
+FLOOR_HINT = ("take the floor as the median of the three smallest sizes' times: here one of them is slow and one "
+              "fast, so the first, the fastest, the slowest, the mean or the unsorted middle of them is not the floor")
 
 
 def _size(value: object) -> int:
@@ -176,9 +206,9 @@ def _size(value: object) -> int:
 
 
 @exercise(2,
-          "sweep sizes over several orders of magnitude, time each by launch throughput, take the flat floor "
-          "of the smallest sizes, and return the first size from which every larger size stays above twice "
-          "that floor.")
+          "sweep sizes over several orders of magnitude, time each by launch throughput, take the floor as the "
+          "median of the three smallest sizes' times, and return the first size from which every larger size "
+          "stays above twice that floor.")
 def check_crossover(find_crossover: Callable[[Callable[[int], Callable[[], None]]], int]) -> str:
     """Your sweep finds the crossover the checker planted in launchers of known GPU time, twice."""
     rng = checking.rng()
@@ -186,13 +216,19 @@ def check_crossover(find_crossover: Callable[[Callable[[int], Callable[[], None]
     crossovers = [rng.choice([x for x in PLANTED_CROSSOVERS if exponent[x] % 2 == parity]) for parity in (0, 1)]
     rng.shuffle(crossovers)
     lines = []
-    for crossover in crossovers:
-        slow = rng.choice([2**k for k in range(7, crossover.bit_length() - 3)])
-        yours = _size(find_crossover(planted_runs(crossover, slow)))
+    for other, crossover in zip((1, 2), crossovers, strict=True):
+        # above 256, so no three sizes in a row hold two slow ones, wherever a sweep starts
+        slow = rng.choice([2**k for k in range(9, crossover.bit_length() - 3)])
+        off_floor = off_floor_sizes(rng, other)
+        yours = _size(find_crossover(planted_runs(crossover, slow, off_floor=off_floor)))
+        apart = ", ".join(f"{n} ({f:g}x)" for n, f in off_floor.items())
         where = (f"the checker planted {PLANTED_FLOOR_US:.0f} us per launch up to {crossover // 4:,} elements "
-                 f"(and at {slow:,}, one slow size), {1.5 * PLANTED_FLOOR_US:.0f} us at {crossover // 2:,}, "
-                 f"{3 * PLANTED_FLOOR_US:.0f} us at {crossover:,}, growing with n past it")
+                 f"(but at {apart} of the smallest sizes, and at {slow:,}, one slow size), "
+                 f"{1.5 * PLANTED_FLOOR_US:.0f} us at {crossover // 2:,}, {3 * PLANTED_FLOOR_US:.0f} us at "
+                 f"{crossover:,}, growing with n past it")
         if yours != crossover:
+            lab_sweep = [planted_us(n, crossover, slow, off_floor=off_floor) for n in LAB_SIZES]
+            floor_slip = any(crossover_by(lab_sweep, floor) == yours for floor in FLOOR_SLIPS.values())
             hints = {
                 crossover // 2: "one step too early: the size below the crossover is still under twice the floor",
                 2 * crossover: "one step too far: return the first size above twice the floor, not the one after",
@@ -200,8 +236,13 @@ def check_crossover(find_crossover: Callable[[Callable[[int], Callable[[], None]
                 12 * crossover: "12x the crossover: bytes moved rather than elements? Return the size in elements",
                 slow: "that is the one slow size below the crossover: every larger size must stay above twice "
                       "the floor too, not just this one",
+                **{n: "that is a slow size among the smallest: every larger size must stay above twice the floor "
+                      "too, not just this one" for n, f in off_floor.items() if f > 1},
             }
-            raise CheckFailed(f"yours {yours:,}, expected {crossover:,}: {where}", hints.get(yours))
+            hint = hints.get(yours)
+            if floor_slip:
+                hint = FLOOR_HINT + (f" (or {hint[0].lower()}{hint[1:]})" if hint else "")
+            raise CheckFailed(f"yours {yours:,}, expected {crossover:,}: {where}", hint)
         lines.append(f"found {crossover:,}: {where}")
     return "; ".join(lines)
 

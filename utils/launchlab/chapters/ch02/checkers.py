@@ -27,7 +27,8 @@ __all__ = [
 ]
 
 LABELS = ("overhead", "bandwidth", "compute")
-# Host round trips a loop must not make: the aten ops behind .item(), bool(tensor) and .tolist().
+# Host round trips a loop must not make, as the profiler records them: the aten ops behind .item() and bool(tensor).
+# On a CPU, checking.host_reads sees the rest (.tolist(), .cpu(), .numpy(), ...), which run no aten op there.
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero")
 EXPLODING = 1e3  # the loop skips a step whose loss is above this
 BATCHES = [2**k for k in range(0, 13)]
@@ -47,8 +48,9 @@ def _synthetic_trace(rng: random.Random, largest_gap: str) -> dict:
     Every hard case is in it: kernels on two streams that overlap, memsets and a copy (GPU work, not kernels),
     a kernel that starts before the range and runs into it and one that starts after it (neither is the
     range's work), CPU events and an instant event. With the largest gap at the lead, the range ends while the
-    last copy still runs, so the window extends past the range; at the trail, the range ends after a long
-    stretch with no GPU work.
+    last copy still runs, so the window extends past the range, and a kernel starts exactly at the range's end;
+    at the trail, a kernel starts exactly at the range's start and the range ends after a long stretch with no
+    GPU work. A start exactly at either end of the range is in it.
     """
     start = 1000.0
     events = [{"ph": "X", "cat": "kernel", "name": "before", "ts": start - 20.0, "dur": 30.0},
@@ -68,6 +70,10 @@ def _synthetic_trace(rng: random.Random, largest_gap: str) -> dict:
     events.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH", "ts": t, "dur": copy_us})
     end = t + 1.0 if largest_gap == "lead" else t + copy_us + rng.uniform(70, 90)
     events.append({"ph": "X", "cat": "user_annotation", "name": "loop", "ts": start, "dur": end - start})
+    if largest_gap == "lead":  # at the range's very end, inside the copy's span: only the kernel count shows it
+        events.append({"ph": "X", "cat": "kernel", "name": "at_end", "ts": start + (end - start), "dur": 3.0})
+    else:  # at the range's very start, well before the next one: the largest gap stays at the trail
+        events.append({"ph": "X", "cat": "kernel", "name": "at_start", "ts": start, "dur": 2.0})
     events.append({"ph": "X", "cat": "kernel", "name": "after", "ts": end + 50, "dur": 50.0})
     rng.shuffle(events)
     return {"traceEvents": events}
@@ -273,6 +279,11 @@ def _sync_ops_in(fn: Callable[[], object]) -> tuple[object, dict[str, int]]:
     return out, counts
 
 
+HOST_HINT = ("keep every value on the device: no .item(), .tolist(), .cpu(), .numpy(), float(), int(), bool() or "
+             "`if` on a tensor, no print of one, no torch.tensor(list of losses); collect the losses as tensors "
+             "(torch.stack) and skip a step by arithmetic, scaling the gradients by (loss <= threshold)")
+
+
 @exercise(3,
           "keep the losses on the device (append the tensor, torch.stack them) and replace the Python `if` on "
           "the loss by arithmetic: scale the gradients by (loss <= threshold) so a skipped step changes nothing.")
@@ -285,8 +296,14 @@ def check_no_syncs(train_without_syncs: Callable) -> str:
     model, opt, batches = make_problem(device)
 
     def run():
-        if device != "cuda":
-            return train_without_syncs(model, opt, batches)
+        if device != "cuda":  # what the sync debug mode sees on a GPU, read from the calls and operations
+            with checking.host_reads() as reads:
+                out = train_without_syncs(model, opt, batches)
+            if reads:
+                raise CheckFailed("your loop reads values back to the host: " + ", ".join(
+                    f"{what} ({n} time{'s' * (n > 1)})" for what, n in reads.most_common()) +
+                    "; on a GPU each one waits for the GPU", hint=HOST_HINT)
+            return out
         previous = torch.cuda.get_sync_debug_mode()
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")  # any synchronising call inside the loop raises
@@ -294,7 +311,7 @@ def check_no_syncs(train_without_syncs: Callable) -> str:
             return train_without_syncs(model, opt, batches)
         except RuntimeError as exc:
             if "synchroniz" in str(exc):
-                raise CheckFailed(f"your loop synchronised with the GPU: {exc}") from None
+                raise CheckFailed(f"your loop synchronised with the GPU: {exc}", hint=HOST_HINT) from None
             raise
         finally:
             torch.cuda.set_sync_debug_mode(previous)
@@ -304,7 +321,7 @@ def check_no_syncs(train_without_syncs: Callable) -> str:
         losses, syncs = _sync_ops_in(run)
     if syncs:
         raise CheckFailed(f"your loop still reads values back to the host: {syncs} "
-                          "(.item(), bool() of a tensor or .tolist() inside the loop)")
+                          "(.item(), bool() of a tensor or .tolist() inside the loop)", hint=HOST_HINT)
     if not isinstance(losses, torch.Tensor):
         raise CheckFailed(f"return the losses as one tensor (torch.stack), not a {type(losses).__name__}")
     losses = losses.detach().cpu().flatten()
@@ -314,39 +331,70 @@ def check_no_syncs(train_without_syncs: Callable) -> str:
     for mine, theirs in zip(model.parameters(), ref_model.parameters(), strict=True):
         if not torch.allclose(mine, theirs, rtol=1e-4, atol=1e-6):
             raise CheckFailed("same losses but different final weights: did the exploding step update them?")
-    where = "CUDA sync debug mode found no synchronisation" if device == "cuda" else "no .item() or bool() in the profile"
+    where = ("CUDA sync debug mode found no synchronisation" if device == "cuda" else
+             "no host read (.item(), .tolist(), .cpu(), .numpy(), float(), int(), bool(), ...) in the loop")
     return f"{len(batches)} steps, losses and weights equal to the original loop's, {where}"
 
 
 # ---- exercise 4: where the GPU leaves the overhead-bound regime ------------------------------------------
 
 # The steps the checker hands your function spin for a time it planted: flat up to a batch it draws, then growing
-# with the batch, so the answer is known exactly and no second, noisy sweep of the checker's own decides it.
+# with the batch, so the answer is known exactly and no second, noisy sweep of the checker's own decides it. Two
+# of the three smallest batches are off the floor, one slow and one fast (batch 1 always, with batch 2 in one
+# sweep and batch 4 in the other), so only the median of the three is the floor: the first, the fastest, the
+# slowest, the mean or the unsorted middle of them is not. Two sweeps a call, at two different knees.
 PLANTED_FLOOR_US = 40.0  # well above a launch's cost, so launch throughput measures the planted time
 PLANTED_KNEES = (64, 128, 256, 512)
+SMALLEST = (1, 2, 4)  # the lab's sweep starts at batch 1: its floor is the median of these three
+FLOOR_SLOW, FLOOR_FAST = 3.0, 0.6  # the two of them off the floor, as multiples of it
+LAB_BATCHES = tuple(2**k for k in range(13))
 
 
-def planted_steps(knee: int, floor_us: float = PLANTED_FLOOR_US) -> Callable[[int], Callable[[], object]]:
-    """A make_step whose step spins `floor_us` up to `knee` rows and floor_us * batch / knee past it."""
+def planted_step_us(batch: int, knee: int, floor_us: float = PLANTED_FLOOR_US, off_floor: dict | None = None) -> float:
+    """The planted time of one step: floor_us up to `knee` rows, floor_us * batch / knee past it, and
+    floor_us * off_floor[batch] at the small batches off the floor."""
+    if off_floor and batch in off_floor:
+        return floor_us * off_floor[batch]
+    return floor_us * max(1.0, batch / knee)
+
+
+def off_floor_batches(rng, other: int) -> dict[int, float]:
+    """Batch 1 and SMALLEST[other] off the floor, one of them slow and the other fast (drawn which)."""
+    slow_first = rng.random() < 0.5
+    return {SMALLEST[0]: FLOOR_SLOW if slow_first else FLOOR_FAST,
+            SMALLEST[other]: FLOOR_FAST if slow_first else FLOOR_SLOW}
+
+
+def planted_steps(knee: int, floor_us: float = PLANTED_FLOOR_US,
+                  off_floor: dict | None = None) -> Callable[[int], Callable[[], object]]:
+    """A make_step whose step spins planted_step_us(batch, knee, ...)."""
     from ...kernels import spinner
 
     spin = spinner()
 
     def make_step(batch: int) -> Callable[[], object]:
-        duration_us = floor_us * max(1.0, batch / knee)
+        duration_us = planted_step_us(batch, knee, floor_us, off_floor)
         return lambda: spin.launch(duration_us)
 
     return make_step
 
 
-def flat_until_batch(batches: Sequence[int], step_us: Sequence[float], tolerance: float = 1.5) -> int:
-    """The last batch before the final rise: the batches after it all take over `tolerance` x the floor."""
+def flat_until_batch(batches: Sequence[int], step_us: Sequence[float], tolerance: float = 1.5,
+                     floor: Callable | None = None) -> int:
+    """The last batch before the final rise: the batches after it all take over `tolerance` x the floor, the
+    median of the three smallest (or floor(those three) for a slip)."""
     import numpy as np
 
-    floor = float(np.median(step_us[:3]))
-    above = [us > tolerance * floor for us in step_us]
+    floor_us = float(np.median(step_us[:3])) if floor is None else floor(list(step_us[:3]))
+    above = [us > tolerance * floor_us for us in step_us]
     rise = next(i for i in range(len(batches) + 1) if all(above[i:]))
     return batches[max(rise - 1, 0)]
+
+
+FLOOR_SLIPS = {"the first batch": lambda s: s[0], "the fastest": min, "the slowest": max,
+               "the mean": lambda s: sum(s) / len(s), "the unsorted middle": lambda s: s[1], "the third": lambda s: s[2]}
+FLOOR_HINT = ("take the floor as the median of the three smallest batches' times: here one of them is slow and one "
+              "fast, so the first, the fastest, the slowest, the mean or the unsorted middle of them is not the floor")
 
 
 @exercise(4,
@@ -354,18 +402,31 @@ def flat_until_batch(batches: Sequence[int], step_us: Sequence[float], tolerance
           "of the three smallest, and return the batch just before the final run of batches that all take "
           "more than 1.5x the floor.")
 def check_flat_until(find_flat_until: Callable[[Callable[[int], Callable[[], object]]], int]) -> str:
-    """Your sweep finds the knee the checker planted in steps of known GPU time (drawn afresh each call)."""
+    """Your sweep finds the knee the checker planted in steps of known GPU time, twice (drawn afresh each call)."""
     require_cuda("timing steps on the GPU")
-    knee = checking.rng().choice(PLANTED_KNEES)
-    yours = find_flat_until(planted_steps(knee))
-    if isinstance(yours, bool) or not isinstance(yours, int) or yours < 1:
-        raise CheckFailed(f"find_flat_until returned {yours!r}; return a batch size (a positive int)")
-    where = (f"the checker planted steps of {PLANTED_FLOOR_US:.0f} us up to batch {knee}, "
-             f"{2 * PLANTED_FLOOR_US:.0f} us at {2 * knee}, growing with the batch past it")
-    if yours == 2 * knee:
-        raise CheckFailed(f"yours {yours}: one step too far ({where}); return the batch *before* the rising run")
-    if yours == knee // 2:
-        raise CheckFailed(f"yours {yours}: one step too early ({where}); the knee is the last batch at the floor")
-    if yours != knee:
-        raise CheckFailed(f"yours {yours}, expected {knee}: {where}")
-    return f"found batch {knee}: {where}"
+    rng = checking.rng()
+    knees = rng.sample(PLANTED_KNEES, 2)
+    lines = []
+    for other, knee in zip((1, 2), knees, strict=True):
+        off_floor = off_floor_batches(rng, other)
+        yours = find_flat_until(planted_steps(knee, off_floor=off_floor))
+        if isinstance(yours, bool) or not isinstance(yours, int) or yours < 1:
+            raise CheckFailed(f"find_flat_until returned {yours!r}; return a batch size (a positive int)")
+        apart = ", ".join(f"{b} ({f:g}x)" for b, f in off_floor.items())
+        where = (f"the checker planted steps of {PLANTED_FLOOR_US:.0f} us up to batch {knee} (but at batches "
+                 f"{apart}), {2 * PLANTED_FLOOR_US:.0f} us at {2 * knee}, growing with the batch past it")
+        if yours == knee:
+            lines.append(f"found batch {knee}: {where}")
+            continue
+        lab_sweep = [planted_step_us(b, knee, off_floor=off_floor) for b in LAB_BATCHES]
+        floor_slip = any(flat_until_batch(LAB_BATCHES, lab_sweep, floor=f) == yours for f in FLOOR_SLIPS.values())
+        if yours == 2 * knee:
+            detail, hint = "one step too far", "return the batch *before* the rising run"
+        elif yours == knee // 2:
+            detail, hint = "one step too early", "the knee is the last batch at the floor"
+        else:
+            detail, hint = f"expected {knee}", None
+        if floor_slip:
+            hint = FLOOR_HINT + (f" (or: {hint})" if hint else "")
+        raise CheckFailed(f"yours {yours}, {detail}: {where}", hint)
+    return "; ".join(lines)

@@ -8,11 +8,9 @@ capture and which ran eagerly, how many captures and replays there were, and tha
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 import random
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ... import checking, timing
@@ -22,6 +20,7 @@ from ...checking import (
     counting_ops,
     exercise,
     graph_and_output,
+    host_reads,
     require_cuda,
     warm_up_then_capture,
 )
@@ -43,10 +42,6 @@ N = 4096            # elements in the pipeline's input: small, so launches domin
 WIDTH = 256         # the cached model's width in the lab's text; the checker draws its own
 BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 PIPELINE_OPS = ("sin", "mul", "add", "tanh")
-
-# Operations that read a tensor's value on the host: .item(), float(t), int(t), bool(t), `if t > 0:`.
-HOST_READS = ("_local_scalar_dense", "item", "is_nonzero")
-
 
 def pipeline(x):
     """The four-kernel pipeline of exercises 1 and 6: sin, multiply, add, tanh."""
@@ -90,36 +85,6 @@ def _close(yours, expected, what: str, atol: float = 1e-5, rtol: float = 1e-5) -
 def _same_storage(a, b) -> bool:
     """Whether tensor a shares memory with tensor b (a view of it counts)."""
     return a.device == b.device and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-
-
-@contextlib.contextmanager
-def counting_host_reads() -> Iterator[Counter]:
-    """Count calls of the Tensor methods that hand a value to the host without a PyTorch operation on a CPU
-    (.tolist(), .numpy(), .cpu()); counting_ops sees .item(), float(t) and bool(t) as _local_scalar_dense."""
-    import torch
-
-    reads: Counter = Counter()
-    saved = {name: torch.Tensor.__dict__.get(name) for name in ("tolist", "numpy", "cpu")}
-
-    def counting(name):
-        method = getattr(torch.Tensor, name)
-
-        def wrapper(self, *args, **kwargs):
-            reads[name] += 1
-            return method(self, *args, **kwargs)
-
-        return wrapper
-
-    for name in saved:
-        setattr(torch.Tensor, name, counting(name))
-    try:
-        yield reads
-    finally:
-        for name, method in saved.items():
-            if method is None:
-                delattr(torch.Tensor, name)
-            else:
-                setattr(torch.Tensor, name, method)
 
 
 # ---- exercise 1: capture a pipeline with static buffers ----------------------------------------------
@@ -366,11 +331,11 @@ def check_clip_without_sync(clip_by_norm: Callable, max_norm: float | None = Non
         what = f"eager case {i + 1} (norm {g.norm().item():.3g}, max_norm {max_norm})"
         before = g.clone()
         expected = clip_by_norm_syncing(before, max_norm)
-        with counting_ops() as ops, counting_host_reads() as host:
+        with host_reads() as reads:
             yours = clip_by_norm(g, max_norm)
-        reads = sum(ops.eager[op] for op in HOST_READS) + sum(host.values())
         if reads:
-            raise CheckFailed(f"{what}: your function read a tensor's value on the host {reads} times",
+            raise CheckFailed(f"{what}: your function read a tensor's value on the host {sum(reads.values())} times "
+                              f"({', '.join(sorted(reads))})",
                               hint=".item(), .tolist(), .cpu(), float(t), bool(t), min()/max() of a tensor and "
                               "`if t > x:` all copy a GPU value to the host and wait for it; keep the scale factor a tensor "
                               "(torch.clamp(max_norm / g.norm(), max=1.0)) and multiply unconditionally")

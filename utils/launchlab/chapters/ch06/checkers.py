@@ -289,14 +289,18 @@ def check_scheduler(scheduler_source: Callable[[], str]) -> str:
 # ---- exercise 3: a host-driven loop turned into a tail-launch loop -----------------------------------------
 
 def _bisection_cases(seed: int) -> list[dict]:
-    """The solves one check runs: the lab's interval, a random one at a random tolerance, and one whose tolerance
-    is below float32's spacing near the root, so only the fuse (max_steps) can stop it."""
+    """The solves one check runs: the lab's interval, a random one at a random tolerance, one at the edge of its
+    tolerance (quarter-unit ends, tol their width / 2**k: after k steps hi - lo equals tol exactly in float32, so
+    it stops there, and a test of >= tol takes one step more), and one whose tolerance is below float32's spacing
+    near the root, so only the fuse (max_steps) can stop it."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
+    lo, hi = float(rng.choice([1.0, 1.25, 1.5, 1.75, 2.0])), float(rng.choice(np.arange(2.25, 4.01, 0.25)))
     return [{"interval": (1.0, 3.0), "tol": 1e-5, "max_steps": 64},
             {"interval": (round(float(rng.uniform(-12, 1.5)), 3), round(float(rng.uniform(2.5, 15)), 3)),
              "tol": float(np.float32(10 ** rng.uniform(-5, -2.5))), "max_steps": 64},
+            {"interval": (lo, hi), "tol": (hi - lo) / 2 ** int(rng.integers(8, 17)), "max_steps": 64},
             {"interval": (round(float(rng.uniform(-3, 1.5)), 3), round(float(rng.uniform(2.5, 6)), 3)),
              "tol": 1e-9, "max_steps": int(rng.integers(26, 40))}]
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from ... import checking, decoder, trace
 from ...checking import (
@@ -70,39 +69,6 @@ def _graph(answer: object, what: str):
 
 # ---- exercise 1: a static KV cache ---------------------------------------------------------------------------
 
-# The Python-level ways of reading a tensor's value on the host; .item() inside torch's own code shows as
-# aten._local_scalar_dense below them.
-_HOST_READS = frozenset({"item", "tolist", "numpy", "__array__", "__int__", "__index__", "__float__", "__bool__",
-                         "__format__", "__complex__"})
-
-
-@contextmanager
-def _host_reads() -> Iterator[list[str]]:
-    """Record every read of a tensor's value on the host made inside the block: .item(), int(t), t.tolist(),
-    t.numpy(), bool(t), and the reads torch's own code makes (a tensor given where a number is wanted)."""
-    import torch
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    reads: list[str] = []
-
-    class Watch(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func is torch.ops.aten._local_scalar_dense.default:
-                reads.append(".item()")
-            return func(*args, **(kwargs or {}))
-
-    class WatchPython(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            name = getattr(func, "__name__", "")
-            if name in _HOST_READS:
-                reads.append(f".{name}()")
-            return func(*args, **(kwargs or {}))
-
-    with Watch(), WatchPython():
-        yield reads
-
-
 HOST_READ_HINT = ("pass pos to the write as a tensor (cache.index_copy_(2, pos, new)); .item(), int(pos), "
                   "pos.tolist() read the position on the host, and a captured step would keep the one it saw")
 
@@ -124,10 +90,10 @@ def check_static_cache(write_kv: Callable) -> str:
         new = torch.randn(batch, heads, 1, dim, generator=gen)
         pos = torch.tensor([slot])
         new_before = new.clone()
-        with _host_reads() as reads:
+        with checking.host_reads() as reads:
             returned = write_kv(cache, new, pos)
         if reads:
-            raise CheckFailed(f"writing slot {slot} read a value back to the host ({', '.join(sorted(set(reads)))}): "
+            raise CheckFailed(f"writing slot {slot} read a value back to the host ({', '.join(sorted(reads))}): "
                               "a captured step cannot do that, it would bake in one position", hint=HOST_READ_HINT)
         if cache.data_ptr() != address or cache.shape != before.shape:
             raise CheckFailed("the cache moved or changed shape: write into the cache tensor you are given",

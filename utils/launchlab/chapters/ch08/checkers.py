@@ -390,7 +390,9 @@ _CLIP = _Exercise('''
             return checkers_all_reduce(t)
 
         cases = []
-        for case, scales in enumerate(([1.0, 0.01], [0.01, 0.02], [1.0, 2.0])):
+        # rank 0 alone over the limit, both far under, both far over; each just under but together just over
+        # (about 4.1 and 3.8 for 5.6), and together under but over in squares (3.4, whose square is 11)
+        for case, scales in enumerate(([1.0, 0.01], [0.01, 0.02], [1.0, 2.0], [0.13, 0.12], [0.08, 0.07])):
             grads = [torch.randn(1000, generator=torch.Generator().manual_seed(SEED + 10 * case + r)) * scales[r]
                      for r in range(world)]
             norms = [g.norm() for g in grads]
@@ -446,8 +448,9 @@ def _clip_slip(cases: list[dict]) -> str | None:
           "every rank all-reduces its squared norm first (the same collective on every rank), then all ranks "
           "decide from the global norm they now share")
 def check_symmetric_clip(clip_by_global_norm: Callable) -> str:
-    """Three cases (one rank over the limit, none, both) complete on both ranks, each issuing the same collectives,
-    with global-norm clipping in place."""
+    """Five cases (one rank over the limit, none, both, and two at the limit's edge: each rank under it but the
+    global norm just over, the global norm under it but its square over) complete on both ranks, each issuing the
+    same collectives, with global-norm clipping in place."""
     rows, _, run = _rows(clip_by_global_norm, _CLIP)
     _answered(rows, "clip_by_global_norm")
     if len(rows) < 2:  # judged alone, so `run` is this answer's
@@ -458,7 +461,8 @@ def check_symmetric_clip(clip_by_global_norm: Callable) -> str:
         raise CheckFailed(f"the ranks did not both finish (exit {run.returncode}); collectives issued per rank: "
                           f"{issued or 'none'}: a rank that skips a collective leaves its partner waiting",
                           hint=SYMMETRY_HINT)
-    described = ("rank 0 over the limit", "both under", "both over")
+    described = ("rank 0 over the limit", "both under", "both over", "each just under, together just over",
+                 "together under, in squares over")
     for first, second in zip(rows[0]["cases"], rows[1]["cases"], strict=True):
         if first["issued"] != second["issued"]:
             raise CheckFailed(f"{described[first['case']]}: rank 0 issued {first['issued'] or 'no collective'}, "
@@ -479,8 +483,8 @@ def check_symmetric_clip(clip_by_global_norm: Callable) -> str:
                 raise CheckFailed(f"{where}: you returned the clipped gradient, but the gradient you were given was "
                                   "not scaled", hint="scale grad in place (grad.mul_(scale)) and return it: the "
                                   "optimiser reads the gradients where they are")
-    return (f"3 cases ({', '.join(described)}) finished on both ranks with the same collectives, each gradient "
-            "clipped in place by the global norm")
+    return (f"{len(described)} cases ({', '.join(described)}) finished on both ranks with the same collectives, "
+            "each gradient clipped in place by the global norm")
 
 
 _EXERCISES = {check_functional_all_reduce.__name__: _FUNCTIONAL, check_graphed_mean.__name__: _GRAPHED,

@@ -12,7 +12,9 @@ Exercise 3 runs the checker's persistent kernel over your grid barrier in a chil
 (a barrier that never releases cannot be stopped from Python), hundreds of stages of cells that the next
 block wrote in the stage before, with a slow warp in each stage, and compares with the host. Exercise 4 runs on
 a CPU: the lab's three workloads and made-up ones whose tables hide traps (the fastest rung not allowed, ties
-within the noise, an outlier, a lucky sample, chains of different lengths).
+within the noise and a near miss just outside it, slow and lucky runs, chains of different lengths), planted so
+that reading one run, a mean, a minimum or maximum, the table's order or a tie in microseconds goes wrong on every
+draw.
 """
 
 from __future__ import annotations
@@ -643,78 +645,143 @@ def allowed(workload: dict, rung: str) -> bool:
 
 
 def rung_by(workload: dict, summary: Callable = statistics.median, per_stage: bool = True,
-            respect: bool = True, tie: float = TIE) -> str:
+            respect: bool = True, tie: float = TIE, absolute: float | None = None, order: str = "rungs") -> str:
     """The simplest rung within `tie` of the fastest allowed one, the rungs compared by summary(samples) / stages.
-    The defaults give the right answer; the others, the mistakes the checker names."""
+    The defaults give the right answer; the others, the mistakes the checker names: `absolute` a tie of that many
+    microseconds instead of a fraction, `order="table"` the first tied rung in the table's order, not in RUNGS."""
     times = {}
     for rung in RUNGS:
         m = workload["measurements"][rung]
         if allowed(workload, rung) or not respect:
             times[rung] = summary(m["samples_us"]) / (m["stages"] if per_stage else 1)
     best = min(times.values())
-    return next(rung for rung in RUNGS if rung in times and times[rung] <= (1 + tie) * best)
+    limit = best + absolute if absolute is not None else (1 + tie) * best
+    ranked = RUNGS if order == "rungs" else tuple(workload["measurements"])
+    return next(rung for rung in ranked if rung in times and times[rung] <= limit)
 
 
+def first_sample(samples: list) -> float:
+    return samples[0]
+
+
+def last_sample(samples: list) -> float:
+    return samples[-1]
+
+
+def unsorted_middle(samples: list) -> float:
+    return samples[len(samples) // 2]
+
+
+ONE_RUN_HINT = ("compare medians, not one run (the first, the last, or the middle one of the unsorted samples): any "
+                "one run may be a lucky or a slow one, and the runs are in the order they were taken; "
+                "statistics.median sorts them")
 SLIPS = [
     ({"summary": statistics.fmean}, "compare medians, not means: one slow sample (a first run, a hiccup) pulls a "
                                     "mean far off"),
     ({"summary": min}, "compare medians, not the fastest sample: one lucky run is not the rung's speed"),
+    ({"summary": max}, "compare medians, not the slowest sample: one slow run is not the rung's speed"),
+    *(({"summary": one}, ONE_RUN_HINT) for one in (first_sample, last_sample, unsorted_middle)),
     ({"per_stage": False}, "divide each median by the stages it was measured over: the rungs were timed over "
                            "chains of different lengths"),
+    ({"order": "table"}, "of the tied rungs take the simplest, the first in RUNGS: the order of "
+                         "workload['measurements'] says nothing"),
     ({"tie": 0.0}, f"a rung within {TIE:.0%} of the fastest allowed one is a tie: take the simplest such rung, the "
                    "first in RUNGS; a rung that is not measurably faster is not worth its complexity"),
+    ({"absolute": TIE}, f"the tie is a fraction of the fastest rung's time, per_stage <= (1 + TIE) * fastest, not "
+                        f"{TIE:g} us: a gap of a few nanoseconds can be 10% and one of a microsecond 3%"),
 ]
 
+# The made-up workloads' gaps, as the simpler rung's per-stage median over the faster one's, less 1: a tie well
+# inside TIE, a miss just outside it (either way of reading 5%: x <= 1.05 fastest, or fastest >= 0.95 x), and
+# 12% or more everywhere else. Each run is within JITTER of its rung's time, so a median moves by less than that.
+TIE_GAP = (0.032, 0.042)
+NEAR_GAP = (0.063, 0.073)
+JITTER = 0.003
+# Per-stage times of the workloads' graph rung, in us: most anywhere a graph's stage takes, one tie at large stages
+# (its gap a third of a microsecond or more) and the near miss at small ones (its gap under 0.07 us), so no tie
+# of a fixed number of microseconds agrees with the rule on both.
+BASE_US, LARGE_US, SMALL_US = (0.5, 3.0), (15.0, 30.0), (0.6, 0.9)
 
-def _measured(rng: random.Random, us_per_stage: float, stages: int, outlier: float = 1.0,
-              lucky: float = 1.0) -> dict:
-    """A rung's made-up measurement: SAMPLES runs of `stages` stages within 0.4% of us_per_stage, one of them
-    multiplied by outlier (a slow run) or lucky (a fast one)."""
-    samples = [round(us_per_stage * stages * rng.uniform(0.996, 1.004), 2) for _ in range(SAMPLES)]
-    if outlier != 1.0 or lucky != 1.0:
-        samples[0] = round(samples[0] * outlier * lucky, 2)
-    rng.shuffle(samples)
-    return {"stages": stages, "samples_us": samples}
+
+def _measured(rng: random.Random, us_per_stage: float, stages: int, changed: dict | None = None) -> dict:
+    """A rung's made-up measurement: SAMPLES runs of `stages` stages within JITTER of us_per_stage, run i then
+    multiplied by changed[i] (a slow run above 1, a lucky one below)."""
+    samples = [us_per_stage * stages * rng.uniform(1 - JITTER, 1 + JITTER) for _ in range(SAMPLES)]
+    for i, factor in (changed or {}).items():
+        samples[i] *= factor
+    return {"stages": stages, "samples_us": [round(s, 4) for s in samples]}
 
 
-def _workload(rng: random.Random, name: str, own_kernels: bool, fusable: bool, ratios: dict,
-              stages: dict | None = None, outlier: dict | None = None, lucky: dict | None = None) -> dict:
-    """A made-up workload: per-stage times as ratios to a drawn base, each rung timed over its own chain length."""
-    base = rng.uniform(0.5, 1.5)
+def _workload(rng: random.Random, name: str, own_kernels: bool, fusable: bool, ratios: dict, base: tuple,
+              stages: dict | None = None, changed: dict | None = None, listed: tuple | None = None) -> dict:
+    """A made-up workload: per-stage times as ratios to a base drawn from `base`, each rung timed over its own chain
+    length, the rungs in a drawn order but for `listed`, two rungs the table lists in that order."""
+    us = rng.uniform(*base)
     rungs = list(RUNGS)
-    rng.shuffle(rungs)  # the order of the table says nothing
-    measurements = {rung: _measured(rng, base * ratios[rung], (stages or {}).get(rung, rng.choice([50, 100, 200, 400])),
-                                    (outlier or {}).get(rung, 1.0), (lucky or {}).get(rung, 1.0)) for rung in rungs}
+    rng.shuffle(rungs)
+    if listed and rungs.index(listed[0]) > rungs.index(listed[1]):
+        i, j = rungs.index(listed[1]), rungs.index(listed[0])
+        rungs[i], rungs[j] = rungs[j], rungs[i]
+    measurements = {rung: _measured(rng, us * ratios[rung], (stages or {}).get(rung, rng.choice([50, 100, 200, 400])),
+                                    (changed or {}).get(rung)) for rung in rungs}
     return {"name": name, "own_kernels": own_kernels, "fusable": fusable, "measurements": measurements}
 
 
 def planted_workloads(rng: random.Random) -> list[tuple[str, dict]]:
-    """(trap, workload) for made-up workloads, each with one trap: the fastest rung not allowed, a tie the simpler
-    rung wins, an outlier that moves a mean, a lucky sample that moves a minimum, chains of different lengths. Ties
-    are 2.5-3.5% apart, every other difference 12% or more. The names say nothing of the trap."""
-    def tie():
-        return 1 - rng.uniform(0.025, 0.035)
+    """(trap, workload) for made-up workloads, each with its trap: the fastest rung not allowed, two ties the simpler
+    rung wins, a near miss the faster rung wins, slow runs in the fastest rung, lucky runs in a slower one, chains
+    of different lengths. Built so that every rule the checker names as a slip gives a wrong rung on some workload
+    of every draw: the slow and lucky runs sit at positions that cover all SAMPLES between them (so reading any one
+    run, the first, the last or the unsorted middle, goes wrong somewhere), and a mildly slow run (1.3x) moves a
+    maximum but not a mean (so the two slips can be told apart); one tie lists its faster rung first and the other
+    its simpler one (so the table's order goes wrong either way); one tie is at large stages and the near miss at
+    small ones (so no tie in microseconds fits). The names say nothing of the trap."""
+    positions = list(range(SAMPLES))
+    rng.shuffle(positions)
+    slow_runs, lucky_run, lucky_runs = positions[:3], positions[3], positions[4:]
+
+    def gap(bounds):
+        return 1 + rng.uniform(*bounds)
+
+    ties = ["persistent ties graph + PDL", "graph + PDL ties graph"]
+    large = rng.choice(ties)
+    faster_first = rng.choice(ties)
+    pairs = {"persistent ties graph + PDL": ("graph + PDL", "persistent"),
+             "graph + PDL ties graph": ("graph", "graph + PDL")}
+
+    def tie_extra(trap):
+        simpler, faster = pairs[trap]
+        return {"listed": (faster, simpler) if trap == faster_first else (simpler, faster),
+                "base": LARGE_US if trap == large else BASE_US}
 
     made = [
         ("fusable chain", True, True, {"graph": 1.0, "graph + PDL": 0.84, "persistent": 0.92, "fused": 0.12}, {}),
-        ("fused is fastest but not allowed", True, False,
-         {"graph": 1.0, "graph + PDL": 0.86, "persistent": 0.72, "fused": 0.1}, {}),
+        ("fused is fastest but not allowed, and one run of the right rung is slow", True, False,
+         {"graph": 1.0, "graph + PDL": 0.86, "persistent": 0.72, "fused": 0.1},
+         {"changed": {"persistent": {rng.randrange(SAMPLES): 1.3}}}),
         ("a library kernel between stages", False, True,
          {"graph": 1.0, "graph + PDL": 0.83, "persistent": 0.55, "fused": 0.3}, {}),
         ("persistent ties graph + PDL", True, False,
-         {"graph": 1.0, "graph + PDL": 0.8, "persistent": 0.8 * tie(), "fused": 0.2}, {}),
+         {"graph": 1.0, "graph + PDL": 0.8, "persistent": 0.8 / gap(TIE_GAP), "fused": 0.2},
+         tie_extra("persistent ties graph + PDL")),
         ("graph + PDL ties graph", False, False,
-         {"graph": 1.0, "graph + PDL": tie(), "persistent": 0.6, "fused": 0.1}, {}),
-        ("an outlier in the fastest rung", True, False,
-         {"graph": 1.0, "graph + PDL": 0.87, "persistent": 0.7, "fused": 0.2}, {"outlier": {"persistent": 8.0}}),
-        ("a lucky sample", False, False,
-         {"graph": 1.0, "graph + PDL": 0.8, "persistent": 0.5, "fused": 0.3}, {"lucky": {"graph": 0.6}}),
+         {"graph": 1.0, "graph + PDL": 1 / gap(TIE_GAP), "persistent": 0.6, "fused": 0.1},
+         tie_extra("graph + PDL ties graph")),
+        ("persistent just past the tie", True, False,
+         {"graph": 1.0, "graph + PDL": 0.8, "persistent": 0.8 / gap(NEAR_GAP), "fused": 0.15}, {"base": SMALL_US}),
+        ("slow runs in the fastest rung", True, False,
+         {"graph": 1.0, "graph + PDL": 0.87, "persistent": 0.7, "fused": 0.2},
+         {"changed": {"persistent": {i: rng.uniform(3.0, 8.0) for i in slow_runs}, "graph + PDL": {lucky_run: 0.6}}}),
+        ("lucky runs in a slower rung", False, False,
+         {"graph": 1.0, "graph + PDL": 0.8, "persistent": 0.5, "fused": 0.3},
+         {"changed": {"graph": {i: 0.6 for i in lucky_runs},
+                      "graph + PDL": {rng.choice(lucky_runs): rng.uniform(3.0, 8.0)}}}),
         ("chains of different lengths", True, False,
          {"graph": 1.0, "graph + PDL": 0.85, "persistent": 0.72, "fused": 0.2},
          {"stages": {"graph": 60, "graph + PDL": 100, "persistent": 400, "fused": 50}}),
     ]
     rng.shuffle(made)
-    return [(trap, _workload(rng, f"made-up workload {i + 1}", own, fusable, ratios, **extra))
+    return [(trap, _workload(rng, f"made-up workload {i + 1}", own, fusable, ratios, **{"base": BASE_US, **extra}))
             for i, (trap, own, fusable, ratios, extra) in enumerate(made)]
 
 
@@ -798,5 +865,5 @@ def check_rung(choose_rung: Callable[[dict], str]) -> str:
         if yours != rung_by(workload):
             raise _rung_failure(trap, workload, yours, [(w, y) for _, w, y in judged])
     answers = [f"{w['name']}: {yours}" for _, w, yours in judged[:len(WORKLOADS)]]
-    return (f"{'; '.join(answers)}; and {len(planted)} made-up workloads (fastest rung not allowed, ties, an "
-            "outlier, a lucky sample, chains of different lengths)")
+    return (f"{'; '.join(answers)}; and {len(planted)} made-up workloads (fastest rung not allowed, ties, a near "
+            "miss, slow and lucky runs, chains of different lengths)")
