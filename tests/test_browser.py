@@ -145,7 +145,7 @@ def _cell_index(rel: str, needle: str) -> int:
 
 def _open(page, jupyterlab, rel: str):
     base, token = jupyterlab
-    page.goto(f"{base}/lab/tree/{rel}?token={token}")
+    page.goto(f"{base}/lab/tree/{rel}?reset&token={token}")  # reset: this notebook alone, no tabs restored
     visible = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook's own tab, not one restored behind it
     page.locator(f"{visible} .jp-Notebook .jp-Cell").first.wait_for()
     idle = page.locator(f"{visible} .jp-Notebook-ExecutionIndicator[data-status='idle']").first
@@ -495,8 +495,8 @@ def test_run_all_without_a_gpu_keeps_every_stored_output(page, jupyterlab, rel, 
     assert stored, f"{rel} stores no plot to keep"
     replayed = _gpu_cells(ROOT / rel)
     cells = _open(page, jupyterlab, rel)
-    count = cells.count()
     _run_all(page, replayed)
+    count = cells.count()  # after the run: JupyterLab attaches cells as it renders them
     visible = ".jp-NotebookPanel:not(.lm-mod-hidden)"
     outputs = page.locator(f"{visible} .jp-OutputArea-output")
     # Every cell ran (a new execution count on each code cell, none left at the stored one), none failed, and each
