@@ -15,24 +15,37 @@ LECTURE = "notebooks/07_overhead_ladder.ipynb"
 MULTI = "notebooks/08_graphs_across_gpus.ipynb"
 
 
-def _cell(rel: str, tag: str | None, with_outputs: bool = True) -> dict:
-    nb = json.loads((repo_root() / rel).read_text(encoding="utf-8"))
-    return next(c for c in nb["cells"] if c["cell_type"] == "code" and (
-        tag in c["metadata"].get("tags", []) if tag else not c["metadata"].get("tags"))
-        and (c.get("outputs") or not with_outputs))
+def _nb(rel: str) -> dict:
+    return json.loads((repo_root() / rel).read_text(encoding="utf-8"))
+
+
+def _cell(rel: str, tag: str | None) -> dict:
+    return next(c for c in _nb(rel)["cells"] if c["cell_type"] == "code" and (
+        tag in c["metadata"].get("tags", []) if tag else not c["metadata"].get("tags")))
+
+
+def _code(cell: dict) -> str:
+    return "".join(cell["source"])
 
 
 @pytest.fixture
-def shell(monkeypatch):
+def shell():
     sh = InteractiveShell.instance()
     saved = list(sh.input_transformers_post)
     yield sh
     sh.input_transformers_post[:] = saved
+    sh.parent_header = {}
 
 
-def _as_cell(shell, cell_id: str, code: str = "x = 1\n") -> str:
-    shell.parent_header = {"metadata": {"cellId": cell_id}}
+def _as_cell(shell, cell_id: str | None, code: str) -> str:
+    shell.parent_header = {"metadata": {"cellId": cell_id}} if cell_id else {}
     return shell.transform_cell(code)
+
+
+def _install(shell, rel: str, gpus: int, monkeypatch) -> bool:
+    monkeypatch.setenv("JPY_SESSION_NAME", rel)
+    _as_cell(shell, _nb(rel)["cells"][1]["id"], "pass\n")  # the setup cell, which calls require_gpu()
+    return stored.install(gpus, "no usable CUDA GPU here (test)")
 
 
 def test_outside_a_jupyter_session_nothing_is_installed(shell, monkeypatch):
@@ -40,47 +53,65 @@ def test_outside_a_jupyter_session_nothing_is_installed(shell, monkeypatch):
     assert not stored.install(0, "no GPU")
 
 
-def test_a_gpu_cell_is_replaced_and_a_cpu_cell_runs_as_written(shell, monkeypatch):
+def test_a_front_end_that_sends_no_cell_ids_keeps_the_one_line_notes(shell, monkeypatch):
     monkeypatch.setenv("JPY_SESSION_NAME", LECTURE)
-    assert stored.install(0, "no usable CUDA GPU here (test)")
-    assert stored.install(0, "again")  # the setup cell run twice: still one transformer
+    _as_cell(shell, None, "pass\n")
+    assert not stored.install(0, "no GPU")
+    _as_cell(shell, "an-id-of-another-notebook", "pass\n")
+    assert not stored.install(0, "no GPU")
+
+
+def test_a_gpu_cell_is_replaced_and_a_cpu_cell_runs_as_written(shell, monkeypatch):
+    assert _install(shell, LECTURE, 0, monkeypatch)
+    assert _install(shell, LECTURE, 0, monkeypatch)  # the setup cell run twice: still one transformer
     assert sum(getattr(t, "launchlab_replay", False) for t in shell.input_transformers_post) == 1
     gpu, cpu = _cell(LECTURE, "gpu"), _cell(LECTURE, None)
-    assert "replay(" in _as_cell(shell, gpu["id"]) and gpu["id"] in _as_cell(shell, gpu["id"])
-    assert _as_cell(shell, cpu["id"], "y = 2\n") == "y = 2\n"
+    replaced = _as_cell(shell, gpu["id"], _code(gpu))
+    assert "replay(" in replaced and gpu["id"] in replaced
+    assert _as_cell(shell, cpu["id"], _code(cpu)).strip() == _code(cpu).strip()
     assert _as_cell(shell, "no-such-cell", "z = 3\n") == "z = 3\n"
 
 
-def test_with_one_gpu_only_the_two_gpu_cells_are_replaced(shell, monkeypatch):
-    monkeypatch.setenv("JPY_SESSION_NAME", MULTI)
-    assert stored.install(1, "no usable CUDA GPU here (test)")
-    multi = _cell(MULTI, "multi-gpu", with_outputs=False)
-    assert "needs 2 CUDA GPUs and this machine has 1" in _as_cell(shell, multi["id"])
-    gpu_cells = [c for c in json.loads((repo_root() / MULTI).read_text())["cells"]
-                 if "gpu" in c.get("metadata", {}).get("tags", [])]
-    for c in gpu_cells:
-        assert _as_cell(shell, c["id"], "w = 4\n") == "w = 4\n"
+def test_code_the_learner_changed_runs_as_written_even_in_a_gpu_cell(shell, monkeypatch):
+    assert _install(shell, LECTURE, 0, monkeypatch)
+    gpu = _cell(LECTURE, "gpu")
+    edited = _code(gpu) + "\nprint(my_own_name)\n"
+    assert "replay(" not in _as_cell(shell, gpu["id"], edited)
+
+
+def test_with_one_gpu_the_gpu_cells_run_and_the_two_gpu_cells_are_replaced(shell, monkeypatch):
+    assert _install(shell, LECTURE, 1, monkeypatch)
+    gpu = _cell(LECTURE, "gpu")
+    assert "replay(" not in _as_cell(shell, gpu["id"], _code(gpu))
+    assert _install(shell, MULTI, 1, monkeypatch)
+    multi = _cell(MULTI, "multi-gpu")
+    assert "needs 2 CUDA GPUs and this machine has 1" in _as_cell(shell, multi["id"], _code(multi))
 
 
 def test_the_replay_shows_the_stored_outputs_under_their_source(capsys, monkeypatch):
-    gpu = _cell(LECTURE, "gpu")
+    gpu = next(c for c in _nb(LECTURE)["cells"] if "gpu" in c["metadata"].get("tags", []) and c.get("outputs"))
     shown = []
     monkeypatch.setattr("IPython.display.publish_display_data", lambda data, metadata=None: shown.append(data))
     stored.replay(str(repo_root() / LECTURE), gpu["id"], "no GPU (test)")
     out = capsys.readouterr().out
-    assert out.startswith(stored.MARK + " no GPU (test): this cell did not run")
+    label = stored.reference_label(stored.stored_notebook(repo_root() / LECTURE), LECTURE)
+    assert label and out.startswith(f"{stored.MARK} no GPU (test): this cell did not run; below is its output "
+                                    f"from the course's reference run on {label}.")
     texts = ["".join(o["text"]) for o in gpu["outputs"] if o["output_type"] == "stream" and o["name"] == "stdout"]
     assert all(t in out for t in texts)
     assert len(shown) == sum(o["output_type"] in ("display_data", "execute_result") for o in gpu["outputs"])
-    report = json.loads(next((repo_root() / "reports" / "gpu").glob("*.json")).read_text())
-    label = stored.reference_label(stored.stored_notebook(repo_root() / LECTURE), LECTURE)
-    assert not label or label.split(",")[0] in {report["gpu"], *[
-        json.loads(p.read_text())["gpu"] for p in (repo_root() / "reports" / "gpu").glob("*.json")]}
+
+
+def test_a_saved_replay_read_back_keeps_its_outputs_less_the_mark_line():
+    saved = {"output_type": "stream", "name": "stdout", "text": [f"{stored.MARK} no GPU: ...\n", "measured 3 us\n"]}
+    assert stored._without_mark(saved)["text"] == "measured 3 us\n"
+    assert stored._without_mark({**saved, "text": [f"{stored.MARK} no GPU: ...\n"]}) is None
+    plain = {"output_type": "stream", "name": "stdout", "text": "measured 3 us\n"}
+    assert stored._without_mark(plain) is plain
 
 
 def test_a_lab_cell_points_to_its_solution(capsys):
     lab = "labs/03_torch_compile_graph_breaks.ipynb"
-    nb = json.loads((repo_root() / lab).read_text(encoding="utf-8"))
-    cell = next(c for c in nb["cells"] if "gpu" in c.get("metadata", {}).get("tags", []))
+    cell = next(c for c in _nb(lab)["cells"] if "gpu" in c.get("metadata", {}).get("tags", []))
     stored.replay(str(repo_root() / lab), cell["id"], "no GPU (test)")
     assert "its solution notebook (solutions/) shows the reference run's verdict" in capsys.readouterr().out

@@ -21,6 +21,7 @@ from .env import repo_root
 
 # How many CUDA GPUs a cell with each tag needs.
 GPU_TAGS = {"gpu": 1, "multi-gpu": 2}
+REPLAYED_TYPES = ("text/plain", "image/png")  # what the course stores; a replay shows nothing that could run code
 MARK = "[reference output]"  # starts the line above replayed outputs; a replay never shows an older one again
 
 
@@ -47,7 +48,7 @@ def stored_notebook(path: Path) -> dict:
     root = repo_root().resolve()
     try:
         rel = path.resolve().relative_to(root).as_posix()
-        shown = subprocess.run(["git", "-C", str(root), "show", f"HEAD:{rel}"], capture_output=True, timeout=10)
+        shown = subprocess.run(["git", "-C", str(root), "show", f"HEAD:./{rel}"], capture_output=True, timeout=10)
         if shown.returncode == 0:
             return json.loads(shown.stdout)
     except (ValueError, OSError, subprocess.SubprocessError, json.JSONDecodeError):
@@ -58,14 +59,16 @@ def stored_notebook(path: Path) -> dict:
 def reference_label(nb: dict, rel: str) -> str:
     """'NVIDIA H100 80GB HBM3, 2026-11-26': the GPU report whose run of `rel` had exactly this code, else ''."""
     digest = source_sha256(nb)
+    found = []
     for report in sorted((repo_root() / "reports" / "gpu").glob("*.json")):
         try:
             data = json.loads(report.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if (data.get("notebooks") or {}).get(rel, {}).get("source_sha256") == digest:
-            return f"{data.get('gpu', report.stem)}, {data.get('date', 'date not recorded')}"
-    return ""
+            found.append((str(data.get("date", "")), f"{data.get('gpu', report.stem)}, "
+                                                     f"{data.get('date', 'date not recorded')}"))
+    return max(found)[1] if found else ""  # the newest run of this code: the one most likely to have written it
 
 
 def cell_by_id(nb: dict, cell_id: str) -> dict | None:
@@ -78,6 +81,15 @@ def gpus_needed(cell: dict) -> int:
     return max((GPU_TAGS.get(t, 0) for t in cell.get("metadata", {}).get("tags", [])), default=0)
 
 
+def _without_mark(output: dict) -> dict | None:
+    """An output as stored, less the mark line an earlier replay wrote at its head (None if nothing is left)."""
+    text = "".join(output.get("text", "")) if output.get("output_type") == "stream" else ""
+    if not text.startswith(MARK):
+        return output
+    rest = text.split("\n", 1)[1] if "\n" in text else ""
+    return {**output, "text": rest} if rest else None
+
+
 def replay(path: str, cell_id: str, why: str) -> None:
     """Show cell `cell_id`'s stored outputs under one line saying why and where they come from."""
     from IPython.display import publish_display_data
@@ -85,8 +97,8 @@ def replay(path: str, cell_id: str, why: str) -> None:
     nb_path = Path(path)
     nb = stored_notebook(nb_path)
     cell = cell_by_id(nb, cell_id) or {}
-    outputs = [o for o in cell.get("outputs", [])
-               if not (o.get("output_type") == "stream" and "".join(o.get("text", "")).startswith(MARK))]
+    outputs = [_without_mark(o) for o in cell.get("outputs", [])]
+    outputs = [o for o in outputs if o is not None]
     try:
         rel = nb_path.resolve().relative_to(repo_root().resolve()).as_posix()
     except ValueError:  # a copy outside the checkout: its folder and name, as the reports know them
@@ -106,28 +118,47 @@ def replay(path: str, cell_id: str, why: str) -> None:
             stream.write("".join(out.get("text", "")))
             stream.flush()
         elif kind in ("display_data", "execute_result"):
-            data = {k: "".join(v) if isinstance(v, list) else v for k, v in out.get("data", {}).items()}
-            publish_display_data(data, out.get("metadata", {}))
+            data = {k: "".join(v) if isinstance(v, list) else v for k, v in out.get("data", {}).items()
+                    if k in REPLAYED_TYPES}
+            if data:
+                publish_display_data(data, out.get("metadata", {}))
         elif kind == "error":  # what the reference run raised, as text: it is not this run's error
             print(f"{out.get('ename')}: {out.get('evalue')}")
 
 
+def _current_cell_id(shell) -> str | None:
+    """The id of the cell being run, as JupyterLab sends it with each execution (None from other front ends)."""
+    return (getattr(shell, "parent_header", None) or {}).get("metadata", {}).get("cellId")
+
+
 def install(gpus_here: int, why: str) -> bool:
-    """In a Jupyter kernel, replay every later cell that needs more GPUs than `gpus_here`; False where it cannot."""
+    """In a Jupyter kernel, replay every later cell that needs more GPUs than `gpus_here` and still holds the code
+    the repository holds; False where it cannot (no session, a front end that sends no cell ids, an unreadable
+    notebook), and the caller falls back to its one-line notes."""
     try:
         from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    path = notebook_path()
-    if shell is None or path is None:
+
+        shell = get_ipython()
+        path = notebook_path()
+        if shell is None or path is None:
+            return False
+        here = _current_cell_id(shell)  # the setup cell calling this: it must be found, or cells cannot be told apart
+        if not here or cell_by_id(stored_notebook(path), here) is None:
+            return False
+    except Exception:  # noqa: BLE001  (whatever went wrong, the notebook runs as before: with one-line notes)
         return False
 
     def transformer(lines: list[str]) -> list[str]:
-        cell_id = (getattr(shell, "parent_header", None) or {}).get("metadata", {}).get("cellId")
-        cell = cell_by_id(stored_notebook(path), cell_id) if cell_id else None
-        needed = gpus_needed(cell) if cell else 0
-        if needed <= gpus_here:
+        try:
+            cell_id = _current_cell_id(shell)
+            cell = cell_by_id(stored_notebook(path), cell_id) if cell_id else None
+            if cell is None or gpus_needed(cell) <= gpus_here:
+                return lines
+            stored_code = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            if "".join(lines).strip() != stored_code.strip():
+                return lines  # code the learner changed runs as written: its errors are theirs to see
+            needed = gpus_needed(cell)
+        except Exception:  # noqa: BLE001  (a replay that cannot be prepared never stops a cell from running)
             return lines
         reason = why if needed == 1 else f"this cell needs {needed} CUDA GPUs and this machine has {gpus_here}"
         return [f"__import__('launchlab.stored', fromlist=['replay']).replay({str(path)!r}, {cell_id!r}, "

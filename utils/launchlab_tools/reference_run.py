@@ -40,6 +40,7 @@ from launchlab.env import (
 )
 from launchlab.report import Report, report_path
 
+from . import slides
 from .notebooks import course_notebooks, needs_gpus, runs_gpu_cells, source_sha256
 
 SOLUTION_TRIALS = 5
@@ -188,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
             _merge_run(run, own)
             write_report()
     report = write_report()
+    # New stored outputs can move a lecture's slide breaks (the rule reads their sizes): keep the decks' metadata
+    # in step, as `slides --check` in the CPU tier requires.
+    for moved in slides.write(root):
+        print(f"slide metadata rewritten for its new outputs: {moved.relative_to(root).as_posix()}")
     failed = sum(r["failed"] for r in entries.values())
     ran = Report(gpu=report.gpu, claims=run.get("claims", {}))
     bad_claims = ran.failed_claims()

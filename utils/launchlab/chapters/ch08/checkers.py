@@ -165,7 +165,14 @@ def _rows(fn: Callable, ex: _Exercise) -> tuple[list[dict], list[dict], RankRun 
     if fn in _TOGETHER:
         return (*_TOGETHER[fn], None)
     run, alone = _runs(_program([_source(fn)], ex), ex)
-    return _rows_of(run, 0), _rows_of(alone, 0) if alone else [], run
+    return _rows_of(run, 0), _alone_rows(alone, 0), run
+
+
+def _alone_rows(alone: RankRun | None, index: int) -> list[dict]:
+    """The one-rank run's row for answer `index`; where it reported none, a row saying how that run ended."""
+    if alone is None:
+        return []
+    return _rows_of(alone, index) or [{"rank": 0, "failed": str(_failed(alone))}]
 
 
 def _failed(run: RankRun) -> CheckFailed:
@@ -364,9 +371,9 @@ def check_graphed_mean(capture_mean: Callable) -> str:
                                    "the first round every rank holds the mean, so the value alone cannot show a "
                                    "round left out or added")
     _answered(alone, "capture_mean")
-    if not alone:
-        raise CheckFailed("the one-rank run of your capture_mean reported nothing: run the cell again; if it says "
-                          "this twice, restart the kernel")
+    if not alone or "failed" in alone[0]:
+        raise CheckFailed("on one rank alone (world size 1), where the mean over ranks is x itself, "
+                          + (alone[0]["failed"] if alone else "the run reported nothing"))
     if not alone[0]["error"] <= 1e-5:
         raise CheckFailed(f"on one rank alone (world size 1) one replay moves x by {alone[0]['error']:.3g} from the "
                           "mean over that one rank, which is x itself",
