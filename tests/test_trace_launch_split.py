@@ -46,3 +46,15 @@ def test_launch_split_reads_a_trace_and_keeps_the_replay_apart():
         (10.0, 8.0, 1.0, 1.0))
     old = trace.idle_split(events, "calls")
     assert (old.host_wait_us, old.gpu_gap_us) == pytest.approx((9.0, 1.0))
+
+
+def test_with_no_call_ids_the_launch_split_agrees_with_the_idle_split_on_ties():
+    """Kernels that start together: both splits let the first launched decide, as lab 07 exercise 4 says."""
+    from launchlab.trace import _attribute_idle, _split_by_launch
+
+    window = (0.0, 10.0)
+    for kernels in ([(5.0, 4.0, 5.0), (1.0, 4.0, 6.0)], [(1.0, 4.0, 6.0), (5.0, 4.0, 5.0)]):  # the first ends first
+        idle = _attribute_idle(kernels, window)
+        split = _split_by_launch([(None, *k) for k in kernels], window)
+        assert (split.busy_us, split.host_wait_us, split.queued_gap_us) == (idle.busy_us, idle.host_wait_us,
+                                                                           idle.gpu_gap_us)

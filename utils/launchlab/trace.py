@@ -228,7 +228,8 @@ def _split_by_launch(kernels: Iterable[tuple[object, float, float, float]], wind
     lo, hi = window
     busy = host = queued = replay = 0.0
     cursor, count, started = lo, 0, set()
-    for call, launched, start, end in sorted(kernels, key=lambda k: (k[2], k[3])):
+    # Of kernels that start together, the first launched decides when the GPU had work (as in _attribute_idle).
+    for call, launched, start, end in sorted(kernels, key=lambda k: (k[2], k[1], k[3])):
         start, end = max(start, lo), min(end, hi)
         if end <= start:
             continue
