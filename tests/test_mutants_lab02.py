@@ -281,6 +281,15 @@ def _mask_grads(model, loss):
         p.grad.mul_(keep)
 
 
+def _mask_grads_at(threshold):
+    """The solution's mask at another threshold than the lab's."""
+    def mask(model, loss):
+        keep = (loss <= threshold).to(loss.dtype)
+        for p in model.parameters():
+            p.grad.mul_(keep)
+    return mask
+
+
 def no_syncs_right(model, opt, batches):
     """Right, written differently: take the step, then put the old weights back where the loss exploded."""
     import torch
@@ -361,6 +370,10 @@ NO_SYNC_ANSWERS = [
     Answer("step taken, old weights restored where it exploded", "right", no_syncs_right),
     Answer(".item() kept in the loop", "classic", lambda m, o, b: __import__("torch").tensor(ch02.train_with_syncs(m, o, b))),
     Answer("the exploding step not skipped", "classic", stacked(_loop)),
+    Answer("skipped above twice the threshold", "method",
+           stacked(lambda m, o, b: _loop(m, o, b, _mask_grads_at(2 * ch02.EXPLODING)))),
+    Answer("skipped above half the threshold", "method",
+           stacked(lambda m, o, b: _loop(m, o, b, _mask_grads_at(0.5 * ch02.EXPLODING)))),
     Answer("a Python if on the loss tensor", "method", stacked(lambda m, o, b: _loop(m, o, b, python_if_on_a_tensor))),
     Answer("gradients never zeroed", "method", stacked(lambda m, o, b: _loop(m, o, b, _mask_grads, zero=False))),
     Answer("the loss zeroed instead of the gradients", "method", masked_loss_instead_of_grads),

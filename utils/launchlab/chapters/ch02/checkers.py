@@ -31,6 +31,7 @@ LABELS = ("overhead", "bandwidth", "compute")
 # On a CPU, checking.host_reads sees the rest (.tolist(), .cpu(), .numpy(), ...), which run no aten op there.
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero")
 EXPLODING = 1e3  # the loop skips a step whose loss is above this
+NEAR_BELOW, NEAR_ABOVE = 0.8, 1.25  # two planted losses, as multiples of EXPLODING: a skip anywhere else shows
 BATCHES = [2**k for k in range(0, 13)]
 
 
@@ -243,10 +244,15 @@ def make_problem(device: str, steps: int = 12, seed: int = 0):
         torch.random.default_generator.manual_seed(seed)
         model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 1))
     model = model.to(device)
+    # Targets scaled so each batch's loss is its mean square: one batch explodes far past EXPLODING, and two sit
+    # just either side of it (0.8x must step, 1.25x must not), so only a skip at EXPLODING gives the same run.
+    scale = {steps // 2: 1e4, steps // 4: (NEAR_BELOW * EXPLODING) ** 0.5, 3 * steps // 4: (NEAR_ABOVE * EXPLODING) ** 0.5}
     batches = []
     for step in range(steps):
         x = torch.randn(64, width, generator=gen)
-        y = torch.randn(64, 1, generator=gen) * (1e4 if step == steps // 2 else 1)
+        y = torch.randn(64, 1, generator=gen)
+        if step in scale:
+            y = y / y.square().mean().sqrt() * scale[step]
         batches.append((x.to(device), y.to(device)))
     return model, torch.optim.SGD(model.parameters(), lr=1e-3), batches
 
