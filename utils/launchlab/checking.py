@@ -744,3 +744,13 @@ def checker_call_in_child(module: str, call: str, timeout_s: float, exit_after_s
     if run.timed_out:
         raise CheckFailed(f"your code did not finish within {timeout_s:g} s and was stopped: {stuck}")
     raise CheckFailed(f"the child process running your code failed: {run.last_lines(2)}")
+
+
+def every_case_right(ran: list[dict], planned: int, problem: Callable[[dict], CheckFailed | None], what: str) -> None:
+    """Raise the first problem among the cases a child ran, then CheckFailed if fewer than `planned` ran."""
+    for case in ran:
+        found = problem(case)
+        if found:
+            raise found
+    if len(ran) != planned:
+        raise CheckFailed(f"only {len(ran)} of {planned} {what} were run")

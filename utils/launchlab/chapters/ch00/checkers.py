@@ -178,14 +178,18 @@ def check_event_stream(event_time_ms: Callable[[Callable[[], object], object], f
         stream.synchronize()
         rows.append((mine, _truth_ms(spin, "event_time_ms")))
     line = f"event times of kernels on a side stream: {_ratios_line(rows)}"
-    bad = [(mine, truth) for mine, truth in rows if abs(mine / truth - 1) > TOLERANCE]
-    if not bad:
+    off = _off_ratios(rows)
+    if not off:
         return line + f" (all within {TOLERANCE:.0%})"
-    ratio = bad[0][0] / bad[0][1]
     hint = _unit_slip(rows) or (
         "your events saw almost none of the kernel: they were recorded on a stream where nothing ran; pass "
-        "the stream to record (start.record(stream)), both of them" if ratio < TOO_SHORT else None)
-    raise CheckFailed(line + f" ({len(bad)} off by more than {TOLERANCE:.0%})", hint)
+        "the stream to record (start.record(stream)), both of them" if off[0] < TOO_SHORT else None)
+    raise CheckFailed(line + f" ({len(off)} off by more than {TOLERANCE:.0%})", hint)
+
+
+def _off_ratios(rows: list[tuple[float, float]]) -> list[float]:
+    """Your time over the true one, for each row off by more than TOLERANCE."""
+    return [mine / truth for mine, truth in rows if abs(mine / truth - 1) > TOLERANCE]
 
 
 FIRST_PLAN = frozenset(range(4, 10_000, 5))  # the first run: every fifth call stalls, as in the lab's demo
@@ -282,10 +286,10 @@ def check_library_field(library_gpu_time_ms: Callable[[Callable[[], object]], fl
         mine = _returned_ms(library_gpu_time_ms(lambda d=duration_us: spin.launch(d)), "library_gpu_time_ms")
         rows.append((mine, _truth_ms(spin, "library_gpu_time_ms")))
     line = f"library-timed kernels: {_ratios_line(rows)}"
-    bad = [(mine, truth) for mine, truth in rows if abs(mine / truth - 1) > TOLERANCE]
-    if not bad:
+    off = _off_ratios(rows)
+    if not off:
         return line + f" (both within {TOLERANCE:.0%})"
-    ratio = bad[0][0] / bad[0][1]
+    ratio = off[0]
     hint = _unit_slip(rows)
     if hint:
         pass
@@ -294,4 +298,4 @@ def check_library_field(library_gpu_time_ms: Callable[[Callable[[], object]], fl
                 "wait for the GPU; read gpu_times")
     elif ratio > 3 and abs(ratio - round(ratio)) < 0.1 * ratio:
         hint = f"about {round(ratio)} kernels' worth: the sum over the repeats? Report one call's time (the median)"
-    raise CheckFailed(line + f" ({len(bad)} off by more than {TOLERANCE:.0%})", hint)
+    raise CheckFailed(line + f" ({len(off)} off by more than {TOLERANCE:.0%})", hint)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ... import checking, devicegraphs, graphs
-from ...checking import CheckFailed, checker_call_in_child, exercise, require_cuda
+from ...checking import CheckFailed, checker_call_in_child, every_case_right, exercise, require_cuda
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
 __all__ = [
@@ -254,6 +254,16 @@ def _in_child(call: str, timeout_s: float | None = None) -> dict:
                                  "a loop on the GPU that never reaches its stop condition?")
 
 
+def _device_launch_source(make_source: Callable[[], str]) -> str:
+    """Your CUDA source, once this machine is known to launch graphs from the device."""
+    require_cuda("device graph launch")
+    devicegraphs.require("device graph launch")
+    source = make_source()
+    if not isinstance(source, str):
+        raise CheckFailed(f"return the CUDA source as a string, not {type(source).__name__}")
+    return source
+
+
 def _child_deadline(cases: int) -> float:
     """Seconds a child running `cases` GPU waits may take in all: start-up and compilation, then each wait."""
     return CHILD_START_S + cases * GPU_TIMEOUT_S
@@ -267,19 +277,10 @@ def check_scheduler(scheduler_source: Callable[[], str]) -> str:
     """Every item of the queues the checker draws (one item, a short odd queue, a long odd one, each followed by
     cells it must not touch) is handled once, by its kind's graph, one scheduler run per item, after one host
     launch."""
-    require_cuda("device graph launch")
-    devicegraphs.require("device graph launch")
-    source = scheduler_source()
-    if not isinstance(source, str):
-        raise CheckFailed(f"return the CUDA source as a string, not {type(source).__name__}")
+    source = _device_launch_source(scheduler_source)
     queues = _scheduler_queues(checking.rng().randrange(1 << 30))
     r = _in_child(f"_scheduler_trial({source!r}, {queues!r}, {GPU_TIMEOUT_S!r})", _child_deadline(len(queues)))
-    for queue in r["queues"]:
-        problem = _scheduler_problem(queue)
-        if problem:
-            raise problem
-    if len(r["queues"]) != len(queues):
-        raise CheckFailed(f"only {len(r['queues'])} of {len(queues)} queues were run")
+    every_case_right(r["queues"], len(queues), _scheduler_problem, "queues")
     sizes = ", ".join(f"{q['items']} items of {q['kinds']} kinds" for q in r["queues"])
     slowest = max(q["seconds"] for q in r["queues"])
     return (f"queues of {sizes}: every item handled once, by its kind's graph, one run per item, nothing past the "
@@ -390,19 +391,10 @@ def _bisection_problem(case: dict) -> CheckFailed | None:
 def check_tail_loop(bisection_source: Callable[[], str]) -> str:
     """One host launch runs the whole bisection, one step per launch (counted by the checker's own kernel in your
     graph): the same steps and the same interval as the host-driven loop, on solves the checker draws."""
-    require_cuda("device graph launch")
-    devicegraphs.require("device graph launch")
-    source = bisection_source()
-    if not isinstance(source, str):
-        raise CheckFailed(f"return the CUDA source as a string, not {type(source).__name__}")
+    source = _device_launch_source(bisection_source)
     cases = _bisection_cases(checking.rng().randrange(1 << 30))
     r = _in_child(f"_bisection_trial({source!r}, {cases!r}, {GPU_TIMEOUT_S!r})", _child_deadline(len(cases)))
-    for case in r["cases"]:
-        problem = _bisection_problem(case)
-        if problem:
-            raise problem
-    if len(r["cases"]) != len(cases):
-        raise CheckFailed(f"only {len(r['cases'])} of {len(cases)} solves were run")
+    every_case_right(r["cases"], len(cases), _bisection_problem, "solves")
     counts = ", ".join(f"{c['expected'][2]}" for c in r["cases"])
     return (f"one host launch per solve, one step per launch; {counts} steps on {len(cases)} solves (the last "
             "stopped by the fuse), identical to the host-driven loop")

@@ -26,7 +26,7 @@ import statistics
 from collections.abc import Callable
 
 from ... import checking, devicegraphs, graphs
-from ...checking import CheckFailed, checker_call_in_child, exercise, require_cuda
+from ...checking import CheckFailed, checker_call_in_child, every_case_right, exercise, require_cuda
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
 __all__ = [
@@ -618,12 +618,7 @@ def check_grid_barrier(grid_barrier_source: Callable[[], str]) -> str:
     cases = _barrier_cases(checking.rng().randrange(1 << 30))
     # every GPU wait is bounded, and the first that runs out ends the child
     report = _in_child(f"_barrier_trial({source!r}, {cases!r}, {GPU_TIMEOUT_S!r})", CHILD_START_S + 2 * GPU_TIMEOUT_S)
-    for case in report["cases"]:
-        problem = _barrier_problem(case)
-        if problem:
-            raise problem
-    if len(report["cases"]) != len(cases):
-        raise CheckFailed(f"only {len(report['cases'])} of {len(cases)} launches were run")
+    every_case_right(report["cases"], len(cases), _barrier_problem, "launches")
     runs = ", ".join(f"{c['grid']} blocks of {c['block']} x {c['stages']} stages" for c in report["cases"])
     return f"{runs}: every cell equal to the host's, no hang, count back to 0 after each launch"
 
