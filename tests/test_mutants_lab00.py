@@ -104,6 +104,8 @@ WAIT_ANSWERS = [
     Answer("seconds", "unit", lambda fn: time_once(fn) / 1e3),
     Answer("microseconds", "unit", lambda fn: time_once(fn) * 1e3),
     Answer("the demo's 5 ms typed in", "hard-coded", lambda fn: (fn(), _sync(), TYPED_IN_MS)[-1]),
+    Answer("thousands of back-to-back launches timed", "method",
+           lambda fn: __import__("launchlab.timing", fromlist=["timing"]).launch_throughput_us(fn).median_us / 1e3),
     Answer("forgot to return", "bad value", lambda fn: None),
     Answer("NaN", "bad value", lambda fn: float("nan")),
 ]
@@ -118,6 +120,9 @@ def test_lab00_exercise1_wait_for_gpu():
     assert "before you start the clock" in ch00.check_wait_for_gpu(sync_after_only).hint
     assert "after fn()" in ch00.check_wait_for_gpu(no_sync).hint
     assert "seconds where milliseconds" in ch00.check_wait_for_gpu(lambda fn: time_once(fn) / 1e3).hint
+    started = time.monotonic()
+    verdict = ch00.check_wait_for_gpu(lambda fn: [fn() for _ in range(5000)] and time_once(fn))
+    assert not verdict and "more than" in verdict.detail and time.monotonic() - started < 30, verdict
 
 
 # ---- exercise 2: warm up first -------------------------------------------------------------------------------

@@ -56,6 +56,22 @@ def _clear(spin) -> None:
     cp.cuda.Device().synchronize()
 
 
+CALL_CAP = 200  # calls of fn for one figure: each runs a kernel of milliseconds, so thousands take minutes
+
+
+def _capped(fn: Callable[[], object], what: str) -> Callable[[], object]:
+    """fn, failing the check once your function calls it more than CALL_CAP times for one figure."""
+    calls = itertools.count(1)
+
+    def call():
+        if next(calls) > CALL_CAP:
+            raise CheckFailed(f"{what} called fn more than {CALL_CAP} times for one figure; each call runs a kernel "
+                              "of several milliseconds", "time one call, or a few dozen samples (with cupyx's "
+                              "benchmark, pass n_repeat: 20 is plenty)")
+        return fn()
+    return call
+
+
 def _truth_ms(spin, what: str) -> float:
     """The last spin's duration by the GPU's timer, in ms; a failure if your function never ran the kernel."""
     truth = spin.truth_us() / 1000
@@ -95,7 +111,7 @@ def check_wait_for_gpu(time_once_ms: Callable[[Callable[[], object]], float]) ->
         queued_us = duration_us * rng.uniform(0.5, 0.8)
         # Earlier work, still running when your timer starts: it must not be counted.
         spin.kernel((1,), (1,), (cp.int64(int(queued_us * 1000 * spin.cycles_per_ns)), scratch))
-        mine = _returned_ms(time_once_ms(lambda d=duration_us: spin.launch(d)), "time_once_ms")
+        mine = _returned_ms(time_once_ms(_capped(lambda d=duration_us: spin.launch(d), "time_once_ms")), "time_once_ms")
         rows.append((mine, _truth_ms(spin, "time_once_ms"), queued_us / 1000))
     good = sum(abs(mine / truth - 1) <= TOLERANCE for mine, truth, _ in rows)
     line = (f"{good} of {len(rows)} kernels of {min(r[1] for r in rows):.2f} to {max(r[1] for r in rows):.2f} ms "
@@ -136,7 +152,7 @@ def check_warm_up(steady_time_ms: Callable[[Callable[[], object]], float]) -> st
             kernel((1,), (1,), (cycles, spin.elapsed_ns))
 
         _clear(spin)
-        rows.append((_returned_ms(steady_time_ms(first_call_compiles), "steady_time_ms"),
+        rows.append((_returned_ms(steady_time_ms(_capped(first_call_compiles, "steady_time_ms")), "steady_time_ms"),
                      _truth_ms(spin, "steady_time_ms")))
         calls_made.append(len(calls))
     line = f"steady-state times of freshly compiled kernels: {_ratios_line(rows)}"
@@ -173,7 +189,8 @@ def check_event_stream(event_time_ms: Callable[[Callable[[], object], object], f
     rows = []
     for duration_us in _durations_us(3, checking.rng()):
         _clear(spin)
-        mine = _returned_ms(event_time_ms(lambda d=duration_us: spin.launch(d, stream=stream), stream),
+        mine = _returned_ms(event_time_ms(_capped(lambda d=duration_us: spin.launch(d, stream=stream), "event_time_ms"),
+                                          stream),
                             "event_time_ms")
         stream.synchronize()
         rows.append((mine, _truth_ms(spin, "event_time_ms")))
@@ -259,7 +276,7 @@ def check_median(robust_time_ms: Callable[[Callable[[], object]], float]) -> str
             j = min(i, len(slots) - 1)
             spin.kernel((1,), (1,), (cp.int64(cycles), slots[j:j + 1]))
 
-        mine = _returned_ms(robust_time_ms(sometimes_delayed), "robust_time_ms")
+        mine = _returned_ms(robust_time_ms(_capped(sometimes_delayed, "robust_time_ms")), "robust_time_ms")
         calls_made = len(stalled)
         if calls_made < 5:
             raise CheckFailed(f"robust_time_ms called fn {calls_made} times; take many samples (21 by default)")
@@ -283,7 +300,8 @@ def check_library_field(library_gpu_time_ms: Callable[[Callable[[], object]], fl
     rows = []
     for duration_us in _durations_us(2, checking.rng()):
         _clear(spin)
-        mine = _returned_ms(library_gpu_time_ms(lambda d=duration_us: spin.launch(d)), "library_gpu_time_ms")
+        mine = _returned_ms(library_gpu_time_ms(_capped(lambda d=duration_us: spin.launch(d), "library_gpu_time_ms")),
+                            "library_gpu_time_ms")
         rows.append((mine, _truth_ms(spin, "library_gpu_time_ms")))
     line = f"library-timed kernels: {_ratios_line(rows)}"
     off = _off_ratios(rows)
