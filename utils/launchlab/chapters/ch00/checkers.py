@@ -236,8 +236,10 @@ def _median_mistake(mine: float, expected: float, samples: list[float]) -> str |
     candidates += [(samples[k], "your figure is the sample from the middle of the run, unsorted: sort the samples "
                                 "before taking the middle one (or use np.median)")
                    for k in (n // 2 - 1, n // 2, n // 2 + 1) if 0 <= k < n]
-    candidates += [(samples[k], "your figure is one call's time (the first or the last), which a stall can hit: "
-                                "report the median of all the samples") for k in (0, 1, n - 1) if 0 <= k < n]
+    # The stalls hit the first, the last and the middle calls alike, so which one call you read may not show.
+    candidates += [(samples[k], "your figure is one call's time (the first, the last or the unsorted middle one), "
+                                "which a stall can hit: report the median of all the samples (sort them before "
+                                "taking the middle one, or use np.median)") for k in (0, 1, n - 1) if 0 <= k < n]
     candidates += [(max(samples), "your figure is the slowest sample, a stalled call: report the median")]
     # Your own timing adds the launch and the synchronisation to each call, so allow a few percent; the nearest
     # explanation wins, and only if it explains your figure far better than the true median does.
