@@ -196,6 +196,17 @@ def _random_input():
     return cp.asarray(x0), x0
 
 
+def _diamond_buffers():
+    """x (random, and its host copy), y, z and out (zeros) on the GPU, finished before the check goes on: they are
+    written on the default stream, which the non-blocking streams the graph is launched on do not wait for (on a
+    busy GPU, out's zeroing could land after the graph's result)."""
+    import cupy as cp
+
+    (x, x0), y, z, out = _random_input(), *(cp.zeros(N, dtype=cp.float32) for _ in range(3))
+    cp.cuda.Device().synchronize()
+    return x, x0, y, z, out
+
+
 def _check_diamond_result(out, x0) -> None:
     """One launch turns x0 into x0 + 1 and out into 5 (x0 + 1); fail saying how it did not."""
     import numpy as np
@@ -221,7 +232,7 @@ def check_joined(capture_joined: Callable) -> str:
 
     require_cuda("capturing a graph")
     origin, side = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
-    (x, x0), y, z, out = _random_input(), *(cp.zeros(N, dtype=cp.float32) for _ in range(3))
+    x, x0, y, z, out = _diamond_buffers()
     graph = _captured(capture_joined, origin, side, x, y, z, out, cleanup=(origin, side))
     if not (hasattr(graph, "launch") and hasattr(graph, "graph")):
         raise CheckFailed(f"return the CuPy graph that origin.end_capture() gives, not {type(graph).__name__}")
@@ -276,12 +287,11 @@ def _captured_reference():
 def check_explicit_diamond(build_diamond: Callable) -> str:
     """Your GraphDefinition is the captured diamond node for node and edge for edge, and one launch computes
     5 (x + 1) for a random x."""
-    import cupy as cp
     import numpy as np
     from cuda.core import Device, LaunchConfig
 
     require_cuda("building a graph")
-    (x, x0), y, z, out = _random_input(), *(cp.zeros(N, dtype=cp.float32) for _ in range(3))
+    x, x0, y, z, out = _diamond_buffers()
     definition = build_diamond(core_stage_kernels(), LaunchConfig(grid=1, block=N), x, y, z, out, np.int32(N))
     if not (hasattr(definition, "nodes") and hasattr(definition, "instantiate")):
         raise CheckFailed(f"return the GraphDefinition, not {type(definition).__name__}",
