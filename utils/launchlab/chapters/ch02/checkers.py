@@ -31,7 +31,7 @@ LABELS = ("overhead", "bandwidth", "compute")
 # On a CPU, checking.host_reads sees the rest (.tolist(), .cpu(), .numpy(), ...), which run no aten op there.
 SYNC_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::is_nonzero")
 EXPLODING = 1e3  # the loop skips a step whose loss is above this
-NEAR_BELOW, NEAR_ABOVE = 0.8, 1.25  # two planted losses, as multiples of EXPLODING: a skip anywhere else shows
+NEAR_BELOW, NEAR_ABOVE = 0.8, 1.25  # two planted losses, as multiples of EXPLODING: a threshold outside them shows
 BATCHES = [2**k for k in range(0, 13)]
 
 
