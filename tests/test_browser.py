@@ -535,3 +535,15 @@ def test_a_learners_own_error_shows_its_traceback_without_a_gpu(page, jupyterlab
     assert "NameError" in shown and "undefined_name_in_your_answer" in shown, shown[:2000]
     assert "[skipped" not in shown and "Cell In[" in shown, shown[:2000]  # the frame of the learner's own cell
     answer.screenshot(path=str(_screenshot_dir() / "lab03_own_error_traceback.png"))
+
+
+def test_opening_and_saving_a_notebook_changes_nothing_on_disk(page, jupyterlab, shot_on_failure):
+    """A learner who opens a lecture, lets its kernel start and saves (as autosave would) leaves the file as the
+    repository holds it: JupyterLab's kernel metadata is already what the course stores."""
+    _open(page, jupyterlab, LECTURE)
+    page.keyboard.press("Control+s")
+    page.wait_for_timeout(2000)
+    saved = json.loads((COPIES["work"] / LECTURE).read_text())
+    held = json.loads((ROOT / LECTURE).read_text())
+    assert saved["metadata"] == held["metadata"], (saved["metadata"], held["metadata"])
+    assert saved == held
