@@ -28,8 +28,11 @@ $(VENV)/.installed: pyproject.toml utils/pyproject.toml utils/bootstrap.sh utils
 
 # Opens on the start page: the syllabus, with links to every lecture, lab and solution.
 # JupyterLab's news pop-up and update check are off in .venv (utils/jupyterlab_overrides.json, by bootstrap.sh).
+# Saving a notebook keeps the kernel metadata the repository stores (launchlab/jupyter_hooks.py): opening one and
+# letting autosave run changes nothing on disk.
 lab: $(SETUP)
-	$(PY) -m jupyter lab START_HERE.ipynb --ServerApp.root_dir=$(CURDIR) $(ROOT_ARGS) $(LAB_ARGS)
+	$(PY) -m jupyter lab START_HERE.ipynb --ServerApp.root_dir=$(CURDIR) $(ROOT_ARGS) \
+	  --ContentsManager.pre_save_hook=launchlab.jupyter_hooks.keep_course_metadata $(LAB_ARGS)
 
 # Every test this machine can run: the CPU tier always, the GPU tier too when a CUDA GPU is present.
 test: $(SETUP)

@@ -17,6 +17,7 @@ import nbformat
 
 from launchlab import course
 from launchlab.env import repo_root
+from launchlab.jupyter_hooks import COURSE_KERNELSPEC, COURSE_LANGUAGE_INFO
 from launchlab.report import load_all
 from launchlab.results import short_gpu
 
@@ -125,8 +126,7 @@ def index_notebook(root: Path | None = None) -> nbformat.NotebookNode:
     """The start page as a notebook of markdown cells only (nothing to run, so nothing can fail)."""
     root = root or repo_root()
     nb = nbformat.v4.new_notebook()
-    nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-                   "language_info": {"name": "python"}}
+    nb.metadata = {"kernelspec": dict(COURSE_KERNELSPEC), "language_info": dict(COURSE_LANGUAGE_INFO)}
     nb.cells = [nbformat.v4.new_markdown_cell(text) for text in index_cells(root)]
     for i, cell in enumerate(nb.cells):
         cell["id"] = f"index-{i}"
