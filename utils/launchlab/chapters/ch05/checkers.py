@@ -196,12 +196,13 @@ def _random_input():
     return cp.asarray(x0), x0
 
 
-def _diamond_buffers():
-    """x (random, and its host copy), y, z and out (zeros) on the GPU, finished before the check goes on: they are
-    written on the default stream, which the non-blocking streams the graph is launched on do not wait for (on a
-    busy GPU, out's zeroing could land after the graph's result)."""
+def _diamond_buffers(what: str):
+    """Once a CUDA GPU is known to be there for `what`: x (random, and its host copy), y, z and out (zeros) on the
+    GPU, finished before the check goes on: they are written on the default stream, which the non-blocking streams
+    the graph is launched on do not wait for (on a busy GPU, out's zeroing could land after the graph's result)."""
     import cupy as cp
 
+    require_cuda(what)
     (x, x0), y, z, out = _random_input(), *(cp.zeros(N, dtype=cp.float32) for _ in range(3))
     cp.cuda.Device().synchronize()
     return x, x0, y, z, out
@@ -230,9 +231,8 @@ def check_joined(capture_joined: Callable) -> str:
     5 (x + 1) for a random x."""
     import cupy as cp
 
-    require_cuda("capturing a graph")
+    x, x0, y, z, out = _diamond_buffers("capturing a graph")
     origin, side = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
-    x, x0, y, z, out = _diamond_buffers()
     graph = _captured(capture_joined, origin, side, x, y, z, out, cleanup=(origin, side))
     if not (hasattr(graph, "launch") and hasattr(graph, "graph")):
         raise CheckFailed(f"return the CuPy graph that origin.end_capture() gives, not {type(graph).__name__}")
@@ -285,13 +285,11 @@ def _captured_reference():
           "GraphDefinition().launch(...) adds a first node; node.launch(...) adds one that depends on node; "
           "a node's .pred set takes a second dependency; join() would add an EMPTY node the capture does not have")
 def check_explicit_diamond(build_diamond: Callable) -> str:
-    """Your GraphDefinition is the captured diamond node for node and edge for edge, and one launch computes
-    5 (x + 1) for a random x."""
+    """Your GraphDefinition equals the captured diamond node for node and edge for edge; one launch: 5 (x + 1)."""
     import numpy as np
     from cuda.core import Device, LaunchConfig
 
-    require_cuda("building a graph")
-    x, x0, y, z, out = _diamond_buffers()
+    x, x0, y, z, out = _diamond_buffers("building a graph")
     definition = build_diamond(core_stage_kernels(), LaunchConfig(grid=1, block=N), x, y, z, out, np.int32(N))
     if not (hasattr(definition, "nodes") and hasattr(definition, "instantiate")):
         raise CheckFailed(f"return the GraphDefinition, not {type(definition).__name__}",

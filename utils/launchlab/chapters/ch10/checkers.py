@@ -49,6 +49,12 @@ def _torch():
     return torch
 
 
+def _torch_on_gpu(what: str):
+    """torch, once a CUDA GPU is known to be there for `what`."""
+    require_cuda(what)
+    return _torch()
+
+
 class _no_tf32:
     """float32 matmuls in full precision while a check runs, so eager and graphed runs compare tightly.
 
@@ -135,8 +141,7 @@ def _loss_value(out: object, step: int) -> float:
 @exercise(1, STEP_HINT)
 def check_train_step(capture_train_step: Callable) -> str:
     """Graphed steps against an eager twin started from the state your capture left."""
-    require_cuda("capturing a training step")
-    torch = _torch()
+    torch = _torch_on_gpu("capturing a training step")
     import torch.nn.functional as F
 
     rng = checking.rng()
@@ -226,8 +231,7 @@ def _masks(torch, graph, out, replays: int) -> list:
 @exercise(2, DROPOUT_HINT)
 def check_dropout_graph(capture_dropout: Callable) -> str:
     """Replays of your graph: new masks, the right share and scale, driven by the given generator and input."""
-    require_cuda("dropout in a CUDA graph")
-    torch = _torch()
+    torch = _torch_on_gpu("dropout in a CUDA graph")
     rng = checking.rng()
     p = rng.choice((0.2, 0.3, 0.35, 0.65, 0.7, 0.8))            # never 0.5: keeping p instead of 1 - p must show
     rows = rng.choice((3, 4, 6))
@@ -388,8 +392,7 @@ def _same_kind(torch, out: object, expected) -> bool:
 @exercise(3, PIECEWISE_HINT)
 def check_piecewise(build_piecewise: Callable) -> str:
     """Every batch size up to the largest bucket against the eager model, kept until the end; how pieces ran."""
-    require_cuda("piecewise CUDA graphs")
-    torch = _torch()
+    torch = _torch_on_gpu("piecewise CUDA graphs")
     rng = checking.rng()
     buckets = _bucket_draw(rng)
     layers, heads = rng.choice((2, 3)), rng.choice((2, 4))
