@@ -171,7 +171,7 @@ def chart(path: Path, heading: str, data: dict[str, list[float | None]], labels:
     names = list(data)
     height = 1.0 + len(names) * (0.06 + 0.1 * len(labels))
     # A bare Figure on the Agg canvas, not pyplot: importing this module never changes a notebook's backend.
-    fig = Figure(figsize=(7.0, height), dpi=80)
+    fig = Figure(figsize=(7.0, height), dpi=110)  # legible at the site's column width
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     values = [r for row in data.values() for r in row if r is not None]
@@ -190,14 +190,14 @@ def chart(path: Path, heading: str, data: dict[str, list[float | None]], labels:
     ax.set_xticks(_ticks(low, high), [f"{t:g}" for t in _ticks(low, high)])  # 0.5, 1, 2: not 5x10^-1
     ax.set_xticks([], minor=True)
     ax.set_ylim(len(names) - 0.5, -0.5)  # the first metric on top, as in the table
-    ax.set_yticks(range(len(names)), names, fontsize=7)
-    ax.tick_params(axis="x", labelsize=7, top=True, labeltop=True)  # a long chart is read from its top too
+    ax.set_yticks(range(len(names)), names, fontsize=8, family="monospace")  # the names the table shows
+    ax.tick_params(axis="x", labelsize=8, top=True, labeltop=True)  # a long chart is read from its top too
     ax.grid(axis="x", alpha=0.3)
-    ax.set_xlabel(f"value ÷ the same figure on {labels[0]} (log scale)", fontsize=8)
+    ax.set_xlabel(f"value ÷ the same figure on {labels[0]} (log scale)", fontsize=9)
     # Above the axes, titled with the section, so no bar hides it; every column in it, in the same colour on
     # every chart, even one with no bar here (its table says why).
-    ax.legend(handles=[Patch(color=f"C{j % 10}", label=label) for j, label in enumerate(labels)], fontsize=7,
-              title=heading, title_fontsize=9, alignment="left", frameon=False, loc="lower left",
+    ax.legend(handles=[Patch(color=f"C{j % 10}", label=label) for j, label in enumerate(labels)], fontsize=8,
+              title=heading, title_fontsize=10, alignment="left", frameon=False, loc="lower left",
               bbox_to_anchor=(0.0, 1.0), bbox_transform=offset_copy(ax.transAxes, fig, y=12, units="points"))
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", bbox_inches="tight", pad_inches=0.1)  # legend and long names included
