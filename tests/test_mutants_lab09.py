@@ -82,6 +82,12 @@ PAIR_ANSWERS = [
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = 2.0f * x[i] + 1.0f;""")),
     Answer("no trigger anywhere", "structure", pair(NO_TRIGGER, RIGHT_CONSUMER)),
+    Answer("the consumer spins on the producer's end stamp instead of the wait", "method", pair(TRIGGER_FIRST, f"""
+    launchlab_prologue(stamps);
+    while (((volatile unsigned long long*)stamps)[0] == 0) {{ }}   // pdl_wait(); a flag is enough
+    __threadfence();
+    {STRIDE}
+        y[i] = 2.0f * x[i] + 1.0f;""")),
     Answer("the trigger in the consumer instead of the producer", "structure", pair(NO_TRIGGER, f"""
     pdl_trigger();
     {RIGHT_CONSUMER}""")),
@@ -190,6 +196,24 @@ def test_pair_verdicts_name_the_mistake(monkeypatch, report, detail, hint):
     _reported(monkeypatch, **report)
     verdict = ch09.check_pdl_pair(lambda: "__global__ source", seed=1)
     assert not verdict and detail in verdict.detail and hint in verdict.hint, verdict
+
+
+def test_a_consumer_without_pdls_wait_fails_before_anything_runs(lenient_checkers):
+    """Read from the source, comments left out: a spin on a flag of its own passes an idle GPU's data check, so the
+    wait must be PDL's (pdl_wait(), griddepcontrol.wait or cudaGridDependencySynchronize())."""
+    flag = {a.name: a.fn for a in PAIR_ANSWERS}["the consumer spins on the producer's end stamp instead of the wait"]
+    verdict = ch09.check_pdl_pair(flag)
+    assert not verdict and "never calls pdl_wait()" in verdict.detail and "every thread" in verdict.hint, verdict
+    assert ch09._consumer_body(pair(TRIGGER_FIRST, RIGHT_CONSUMER)()).count("pdl_wait(") == 1
+    assert ch09._consumer_body("__global__ void other() { pdl_wait(); }") is None
+    nested = CONSUMER + "if (n) { launchlab_prologue(stamps); }\n/* pdl_wait(); */\n}\n" + PRODUCER + "pdl_wait();\n}\n"
+    assert "pdl_wait(" not in ch09._consumer_body(nested)
+
+
+def test_the_producers_blocks_end_in_a_drawn_order_apart():
+    """The checker's producer staggers its blocks' ends, so a consumer let go by the first block's end reads NaN."""
+    assert "stamps[3]" in ch09.PDL_PRELUDE and "stamps[4]" in ch09.PDL_PRELUDE
+    assert ch09.STAGGER_NS * (ch09.PRODUCER_BLOCKS - 1) >= ch09.PRODUCE_NS / 2
 
 
 def test_pair_passes_on_its_best_run_and_reports_a_childs_error(monkeypatch):
@@ -400,6 +424,31 @@ SUITE_BARRIER = suite("09", 3, ch09.check_grid_barrier, BARRIER_ANSWERS)
 # a race that shows on the GPU in practice, but is not sure to in every launch, so it is judged on its own.
 RACY_BARRIER_ANSWERS = [
     Answer("no __threadfence() anywhere", "method", barrier(BARRIER_SOLUTION.replace("__threadfence();", ""))),
+    # The two below pass an idle GPU: the window each leaves open is a few instructions wide, unless the
+    # checker's jitter (BARRIER_JITTER) holds it open.
+    Answer("generation read after arriving", "method", barrier("""
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        unsigned int last = atomicAdd(count, 1u) == gridDim.x - 1;
+        unsigned int seen = *generation;   // too late: the last block may have bumped it already
+        if (last) {
+            atomicExch(count, 0u);
+            __threadfence();
+            atomicAdd((unsigned int*)generation, 1u);
+        } else {
+            while (*generation == seen) { }
+        }
+        __threadfence();
+    }
+    __syncthreads();""")),
+    Answer("count reset after the release", "method", changed(
+        """atomicExch(count, 0u);
+            __threadfence();
+            atomicAdd((unsigned int*)generation, 1u);""",
+        """__threadfence();
+            atomicAdd((unsigned int*)generation, 1u);
+            atomicExch(count, 0u);   // too late: released blocks may have arrived at the next barrier""")),
 ]
 SUITE_RACY_BARRIER = suite("09", 3, ch09.check_grid_barrier, RACY_BARRIER_ANSWERS, part="racy: no fences")
 
@@ -431,9 +480,9 @@ def test_lab09_exercise3_a_barrier_without_fences_fails(monkeypatch):
 def test_every_barrier_answer_compiles_with_the_checkers_kernel():
     for answer in BARRIER_ANSWERS + RACY_BARRIER_ANSWERS:
         if answer.kind != "bad value":
-            compiles_for_hopper(answer.fn() + ch09.STAGES_SOURCE)
+            compiles_for_hopper(ch09.barrier_program(answer.fn()))
     with pytest.raises(Exception, match="(?i)grid_barrier"):
-        compiles_for_hopper(BARRIER_ANSWERS[-3].fn() + ch09.STAGES_SOURCE)  # misnamed: the kernel finds no barrier
+        compiles_for_hopper(ch09.barrier_program(BARRIER_ANSWERS[-3].fn()))  # misnamed: the kernel finds no barrier
 
 
 def test_the_host_reference_is_the_kernels_arithmetic():

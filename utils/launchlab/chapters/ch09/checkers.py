@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import functools
 import random
+import re
 import statistics
 from collections.abc import Callable
 
@@ -110,10 +111,12 @@ __device__ __forceinline__ unsigned long long launchlab_now() {   // the GPU's n
 }
 
 // The producer's work: a stretch of stamps[2] ns that touches nothing, then x = source, then the stamp of its
-// last block out in stamps[0]. Every thread of every block calls it.
+// last block out in stamps[0]. Every thread of every block calls it. Its blocks end in a drawn order, stamps[3] ns
+// apart (rotated by stamps[4]), so nothing but the whole producer's end says that all of x is written.
 __device__ void launchlab_produce(const float* source, float* x, int n, unsigned long long* stamps) {
     unsigned long long start = launchlab_now();
-    while (launchlab_now() - start < stamps[2]) { }
+    unsigned long long late = ((blockIdx.x * 5u + (unsigned int)stamps[4]) % gridDim.x) * stamps[3];
+    while (launchlab_now() - start < stamps[2] + late) { }
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] = source[i];
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -146,6 +149,7 @@ extern "C" __global__ void launchlab_consumer(const float* x, float* y, int n, u
 }
 """
 PRODUCE_NS = 40_000  # the producer's stretch of work before it writes x
+STAGGER_NS = 3_000  # how far apart the producer's blocks end: a consumer that goes on at the first block's end fails
 LEAD_NS = PRODUCE_NS // 4  # how long before the producer's end the consumer's prologue must have run
 HOLD_NS = 3_000_000  # the GPU is kept busy this long while the host enqueues producer and consumer
 PRODUCER_BLOCKS = 8
@@ -194,7 +198,8 @@ def _pair_trial(source: str, cases: list, timeout_s: float = 10.0) -> dict:
         source_x = cp.asarray(rng.uniform(-8, 8, n).astype(np.float32))
         x = cp.full(n + PAIR_GUARD, np.nan, dtype=cp.float32)  # a read before the producer wrote it gives NaN
         y = cp.full(n + PAIR_GUARD, SENTINEL, dtype=cp.float32)
-        stamps = cp.asarray(np.array([0, NO_STAMP, PRODUCE_NS], dtype=np.uint64))
+        stamps = cp.asarray(np.array([0, NO_STAMP, PRODUCE_NS, STAGGER_NS, case["seed"] % PRODUCER_BLOCKS],
+                                     dtype=np.uint64))
         cp.cuda.Device().synchronize()
         launch(stream, LaunchConfig(grid=1, block=32), kernels["launchlab_hold"], np.uint64(HOLD_NS))
         launch(stream, LaunchConfig(grid=PRODUCER_BLOCKS, block=256), kernels[producer],
@@ -296,6 +301,27 @@ def _pair_problem(report: dict) -> CheckFailed | None:
     return None
 
 
+def _without_comments(source: str) -> str:
+    return re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
+
+
+PDL_WAITS = ("pdl_wait(", "griddepcontrol.wait", "cudaGridDependencySynchronize(")
+
+
+def _consumer_body(source: str) -> str | None:
+    """The body of your `consumer` kernel, comments left out; None where no kernel of that name is defined."""
+    code = _without_comments(source)
+    found = re.search(r"__global__[^;{]*?\bconsumer\s*\([^)]*\)\s*\{", code)
+    if not found:
+        return None
+    depth, start = 1, found.end()
+    for at in range(start, len(code)):
+        depth += {"{": 1, "}": -1}.get(code[at], 0)
+        if depth == 0:
+            return code[start:at]
+    return code[start:]
+
+
 def _ran(lead_us: float | None) -> str:
     if lead_us is None:
         return "at no recorded time before"
@@ -310,6 +336,11 @@ def check_pdl_pair(pair_source: Callable[[], str]) -> str:
     """Your pair, your consumer after the checker's producer and your producer before the checker's consumer:
     y = 2 x + 1 exactly, nothing past the end written, and the consumer's prologue well before the producer's end."""
     source = _source(pair_source(), "pair_source()")
+    body = _consumer_body(source)
+    if body is not None and not any(wait in body for wait in PDL_WAITS):
+        raise CheckFailed("your consumer never calls pdl_wait(): a flag or a spin of your own is not PDL's wait, and "
+                          "no flag tells a consumer that every block of the producer has finished writing x",
+                          hint=WAIT_HINT)
     require_cuda("programmatic dependent launch")
     _require_pdl()
     cases = _pair_cases(checking.rng().randrange(1 << 30))
@@ -506,6 +537,30 @@ extern "C" __global__ void launchlab_stages(unsigned int* a, unsigned int* b, in
 """
 SLOW_NS = 3_000  # how late the slow warp of each stage starts
 
+# Put before your barrier, and only around it: each atomic your barrier makes may nap up to about 2 us before and
+# after it (about one in four, by a hash of the block and the clock), so the windows a memory-model bug leaves
+# open (between an arrival and reading the generation, between a release and resetting the count) are held open
+# long enough for the other blocks to walk through them, as a busy GPU would some day.
+BARRIER_JITTER = r"""
+__device__ __forceinline__ void launchlab_jitter() {
+    unsigned int h = (blockIdx.x * 2654435761u) ^ (unsigned int)clock64();
+    h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
+    if ((h & 3u) == 0u) __nanosleep(256u + (h >> 20) % 2048u);
+}
+template <typename T> __device__ __forceinline__ T launchlab_after(T value) { launchlab_jitter(); return value; }
+#define atomicAdd(...) (launchlab_jitter(), launchlab_after(atomicAdd(__VA_ARGS__)))
+#define atomicSub(...) (launchlab_jitter(), launchlab_after(atomicSub(__VA_ARGS__)))
+#define atomicExch(...) (launchlab_jitter(), launchlab_after(atomicExch(__VA_ARGS__)))
+#define atomicInc(...) (launchlab_jitter(), launchlab_after(atomicInc(__VA_ARGS__)))
+#define atomicCAS(...) (launchlab_jitter(), launchlab_after(atomicCAS(__VA_ARGS__)))
+"""
+JITTER_END = "\n#undef atomicAdd\n#undef atomicSub\n#undef atomicExch\n#undef atomicInc\n#undef atomicCAS\n"
+
+
+def barrier_program(source: str) -> str:
+    """The program the checker compiles: your barrier, its atomics jittered, then the checker's persistent kernel."""
+    return BARRIER_JITTER + source + JITTER_END + STAGES_SOURCE
+
 
 def _barrier_cases(seed: int) -> list[dict]:
     """Three launches: most SMs, about half of them, and a handful of blocks; block sizes 64 to 384 in a drawn
@@ -554,7 +609,7 @@ def _barrier_trial(source: str, cases: list, timeout_s: float = 10.0) -> dict:
 
     device = _device()
     try:
-        kernel = _compile(source + STAGES_SOURCE).get_kernel("launchlab_stages")
+        kernel = _compile(barrier_program(source)).get_kernel("launchlab_stages")
     except Exception as exc:
         return {"error": f"your source did not compile with the checker's kernel: {_first_line(exc)}",
                 "hint": "define __device__ void grid_barrier(unsigned int* count, volatile unsigned int* generation)"}
