@@ -163,6 +163,9 @@ def test_the_pair_cases_vary_the_block_and_never_fill_the_last_block():
     assert ch09._pair_cases(1) != ch09._pair_cases(2)
 
 
+WAITING_SOURCE = "__global__ void consumer() { pdl_wait(); }"  # what the faked child runs is in its report
+
+
 def _run(n=5000, block=256, wrong=0, nan=0, untouched=0, past_end=0, lead_ns=30_000, produced=True, prologue=True):
     return {"n": n, "block": block, "wrong": wrong, "nan": nan, "untouched": untouched, "first": 7 if wrong else -1,
             "got": float("nan") if nan else 0.0, "want": 3.0, "past_end": past_end, "produced": produced,
@@ -194,20 +197,35 @@ def _pairings(yours=None, your_consumer=None, your_producer=None):
         "late-trigger", "no-produce", "no-prologue"])
 def test_pair_verdicts_name_the_mistake(monkeypatch, report, detail, hint):
     _reported(monkeypatch, **report)
-    verdict = ch09.check_pdl_pair(lambda: "__global__ source", seed=1)
+    verdict = ch09.check_pdl_pair(lambda: WAITING_SOURCE, seed=1)
     assert not verdict and detail in verdict.detail and hint in verdict.hint, verdict
 
 
 def test_a_consumer_without_pdls_wait_fails_before_anything_runs(lenient_checkers):
-    """Read from the source, comments left out: a spin on a flag of its own passes an idle GPU's data check, so the
-    wait must be PDL's (pdl_wait(), griddepcontrol.wait or cudaGridDependencySynchronize())."""
+    """Read from the source, comments left out: a spin on a flag of its own may pass an idle GPU's data check, so
+    the source must call PDL's wait somewhere (pdl_wait(), griddepcontrol.wait or cudaGridDependencySynchronize())."""
     flag = {a.name: a.fn for a in PAIR_ANSWERS}["the consumer spins on the producer's end stamp instead of the wait"]
     verdict = ch09.check_pdl_pair(flag)
     assert not verdict and "never calls pdl_wait()" in verdict.detail and "every thread" in verdict.hint, verdict
-    assert ch09._consumer_body(pair(TRIGGER_FIRST, RIGHT_CONSUMER)()).count("pdl_wait(") == 1
-    assert ch09._consumer_body("__global__ void other() { pdl_wait(); }") is None
-    nested = CONSUMER + "if (n) { launchlab_prologue(stamps); }\n/* pdl_wait(); */\n}\n" + PRODUCER + "pdl_wait();\n}\n"
-    assert "pdl_wait(" not in ch09._consumer_body(nested)
+    # right ways to wait, each found: in a helper, with a space, through asm, after braces in literals
+    for waits in ("__device__ void wait_for_x() { pdl_wait (); }",
+                  'asm volatile("griddepcontrol.wait;" ::: "memory");',
+                  "const char* s = \"}\"; char c = '}'; pdl_wait();"):
+        assert ch09._waits_for_the_producer(waits), waits
+    for silent in ("// pdl_wait();", "/* pdl_wait(); */", "int my_pdl_wait_flag;"):
+        assert not ch09._waits_for_the_producer(silent), silent
+    assert ch09._without_comments('s = "// kept"; // gone') == 's = "// kept";  '
+
+
+def test_every_spelling_of_an_atomic_compiles_with_the_jitter():
+    """The jitter forwards each atomic through a template: whatever compiles without it compiles with it."""
+    spellings = """
+    unsigned int a = ::atomicAdd(count, 1u);
+    unsigned int (*add)(unsigned int*, unsigned int) = atomicAdd;
+    a += add(count, 0u) + (atomicAdd)(count, 0u) + atomicCAS(count, 0u, 0u) + atomicInc(count, 4u);
+    a += atomicExch((unsigned int*)generation, *generation) + atomicSub(count, 0u);
+    if (a == 12345u) __syncthreads();"""
+    compiles_for_hopper(ch09.barrier_program(barrier(spellings + BARRIER_SOLUTION)()))
 
 
 def test_the_producers_blocks_end_in_a_drawn_order_apart():
@@ -218,9 +236,9 @@ def test_the_producers_blocks_end_in_a_drawn_order_apart():
 
 def test_pair_passes_on_its_best_run_and_reports_a_childs_error(monkeypatch):
     _reported(monkeypatch, **_pairings(yours=[_run(lead_ns=-500), _run(lead_ns=31_000), _run(lead_ns=2_000)]))
-    assert ch09.check_pdl_pair(lambda: "__global__ source", seed=1)
+    assert ch09.check_pdl_pair(lambda: WAITING_SOURCE, seed=1)
     _reported(monkeypatch, error="your source did not compile", hint="define both kernels")
-    verdict = ch09.check_pdl_pair(lambda: "__global__ source", seed=1)
+    verdict = ch09.check_pdl_pair(lambda: WAITING_SOURCE, seed=1)
     assert not verdict and "did not compile" in verdict.detail and verdict.hint == "define both kernels"
 
 

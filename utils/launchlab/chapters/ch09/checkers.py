@@ -25,6 +25,7 @@ import random
 import re
 import statistics
 from collections.abc import Callable
+from pathlib import Path
 
 from ... import checking, devicegraphs, graphs
 from ...checking import CheckFailed, checker_call_in_child, every_case_right, exercise, require_cuda
@@ -86,7 +87,10 @@ def _compile(source: str):
     from cuda.core import Program, ProgramOptions
 
     device = _device()
-    return Program(source, "c++", ProgramOptions(arch=f"sm_{device.arch}")).compile("cubin")
+    # The toolkit's headers, so an answer may include cooperative_groups.h or cuda/atomic as the lecture does.
+    include = [devicegraphs.CUDA_INCLUDE] if Path(devicegraphs.CUDA_INCLUDE).is_dir() else []
+    options = ProgramOptions(arch=f"sm_{device.arch}", include_path=include or None)
+    return Program(source, "c++", options).compile("cubin")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -302,24 +306,17 @@ def _pair_problem(report: dict) -> CheckFailed | None:
 
 
 def _without_comments(source: str) -> str:
-    return re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
+    """`source` with its comments blanked out, its string and character literals kept as they are."""
+    literal_or_comment = r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/'
+    return re.sub(literal_or_comment, lambda m: m.group(0) if m.group(0)[0] in "\"'" else " ", source, flags=re.S)
 
 
-PDL_WAITS = ("pdl_wait(", "griddepcontrol.wait", "cudaGridDependencySynchronize(")
+PDL_WAIT = re.compile(r"\bpdl_wait\s*\(|griddepcontrol\.wait|\bcudaGridDependencySynchronize\s*\(")
 
 
-def _consumer_body(source: str) -> str | None:
-    """The body of your `consumer` kernel, comments left out; None where no kernel of that name is defined."""
-    code = _without_comments(source)
-    found = re.search(r"__global__[^;{]*?\bconsumer\s*\([^)]*\)\s*\{", code)
-    if not found:
-        return None
-    depth, start = 1, found.end()
-    for at in range(start, len(code)):
-        depth += {"{": 1, "}": -1}.get(code[at], 0)
-        if depth == 0:
-            return code[start:at]
-    return code[start:]
+def _waits_for_the_producer(source: str) -> bool:
+    """Whether your source, comments left out, calls PDL's wait anywhere (in the consumer or a helper it calls)."""
+    return bool(PDL_WAIT.search(_without_comments(source)))
 
 
 def _ran(lead_us: float | None) -> str:
@@ -336,8 +333,7 @@ def check_pdl_pair(pair_source: Callable[[], str]) -> str:
     """Your pair, your consumer after the checker's producer and your producer before the checker's consumer:
     y = 2 x + 1 exactly, nothing past the end written, and the consumer's prologue well before the producer's end."""
     source = _source(pair_source(), "pair_source()")
-    body = _consumer_body(source)
-    if body is not None and not any(wait in body for wait in PDL_WAITS):
+    if not _waits_for_the_producer(source):
         raise CheckFailed("your consumer never calls pdl_wait(): a flag or a spin of your own is not PDL's wait, and "
                           "no flag tells a consumer that every block of the producer has finished writing x",
                           hint=WAIT_HINT)
@@ -537,22 +533,31 @@ extern "C" __global__ void launchlab_stages(unsigned int* a, unsigned int* b, in
 """
 SLOW_NS = 3_000  # how late the slow warp of each stage starts
 
-# Put before your barrier, and only around it: each atomic your barrier makes may nap up to about 2 us before and
-# after it (about one in four, by a hash of the block and the clock), so the windows a memory-model bug leaves
-# open (between an arrival and reading the generation, between a release and resetting the count) are held open
-# long enough for the other blocks to walk through them, as a busy GPU would some day.
+# Put before your barrier, and only around it: each atomic your barrier makes may nap before and after it (one in
+# eight, up to about 16 us, by a hash of the block and the clock), so the windows a memory-model bug leaves open
+# (between an arrival and reading the generation, between a release and resetting the count) stay open long
+# enough for the other blocks to walk through them, as a busy GPU would some day. A right barrier does not depend
+# on timing. The atomics are renamed to forwarding templates, so every spelling that compiles without the naps
+# (::atomicAdd, a pointer to it, a call in a template) compiles with them.
 BARRIER_JITTER = r"""
 __device__ __forceinline__ void launchlab_jitter() {
     unsigned int h = (blockIdx.x * 2654435761u) ^ (unsigned int)clock64();
     h ^= h >> 13; h *= 0x5bd1e995u; h ^= h >> 15;
-    if ((h & 3u) == 0u) __nanosleep(256u + (h >> 20) % 2048u);
+    if ((h & 7u) == 0u) __nanosleep(1024u + (h >> 16) % 7168u);
 }
-template <typename T> __device__ __forceinline__ T launchlab_after(T value) { launchlab_jitter(); return value; }
-#define atomicAdd(...) (launchlab_jitter(), launchlab_after(atomicAdd(__VA_ARGS__)))
-#define atomicSub(...) (launchlab_jitter(), launchlab_after(atomicSub(__VA_ARGS__)))
-#define atomicExch(...) (launchlab_jitter(), launchlab_after(atomicExch(__VA_ARGS__)))
-#define atomicInc(...) (launchlab_jitter(), launchlab_after(atomicInc(__VA_ARGS__)))
-#define atomicCAS(...) (launchlab_jitter(), launchlab_after(atomicCAS(__VA_ARGS__)))
+#define LAUNCHLAB_JITTERED(name)                                                              \
+    template <class... A> __device__ __forceinline__ auto launchlab_##name(A... a)           \
+        -> decltype(::name(a...)) {                                                           \
+        launchlab_jitter(); auto r = ::name(a...); launchlab_jitter(); return r;              \
+    }
+LAUNCHLAB_JITTERED(atomicAdd) LAUNCHLAB_JITTERED(atomicSub) LAUNCHLAB_JITTERED(atomicExch)
+LAUNCHLAB_JITTERED(atomicInc) LAUNCHLAB_JITTERED(atomicCAS)
+#define atomicAdd launchlab_atomicAdd
+#define atomicSub launchlab_atomicSub
+#define atomicExch launchlab_atomicExch
+#define atomicInc launchlab_atomicInc
+#define atomicCAS launchlab_atomicCAS
+#line 1 "your_barrier.cu"
 """
 JITTER_END = "\n#undef atomicAdd\n#undef atomicSub\n#undef atomicExch\n#undef atomicInc\n#undef atomicCAS\n"
 
