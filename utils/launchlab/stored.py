@@ -68,7 +68,13 @@ def reference_label(nb: dict, rel: str) -> str:
         if (data.get("notebooks") or {}).get(rel, {}).get("source_sha256") == digest:
             found.append((str(data.get("date", "")), f"{data.get('gpu', report.stem)}, "
                                                      f"{data.get('date', 'date not recorded')}"))
-    return max(found)[1] if found else ""  # the newest run of this code: the one most likely to have written it
+    if not found:
+        return ""
+    # Runs on two GPUs the same day tie on the date: the GPU the notebook's own outputs name (its environment
+    # line) wrote them; else the newest run of this code, the one most likely to have.
+    shown = " ".join("".join(o.get("text", "")) for c in nb.get("cells", []) for o in c.get("outputs", [])
+                     if o.get("output_type") == "stream")
+    return max(found, key=lambda f: (f[1].rsplit(", ", 1)[0] in shown, f[0]))[1]
 
 
 def cell_by_id(nb: dict, cell_id: str) -> dict | None:
