@@ -120,7 +120,7 @@ def test_a_lab_cell_points_to_its_solution(capsys):
 def test_two_runs_of_the_same_code_on_one_day_are_told_apart_by_the_gpu_the_outputs_name(tmp_path, monkeypatch):
     """An H100 and an H200 report of the same day and code: the label names the GPU the notebook's outputs print."""
     nb = {"cells": [{"cell_type": "code", "source": "show_environment()",
-                     "outputs": [{"output_type": "stream", "name": "stdout", "text": "GPU: NVIDIA H100 80GB HBM3\n"}]}]}
+                     "outputs": [{"output_type": "stream", "name": "stdout", "text": "GPU: NVIDIA H100 80GB HBM3 x1 (sm_90, 132 SMs)\n"}]}]}
     digest = stored.source_sha256(nb)
     (tmp_path / "reports" / "gpu").mkdir(parents=True)
     for gpu in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
@@ -128,5 +128,9 @@ def test_two_runs_of_the_same_code_on_one_day_are_told_apart_by_the_gpu_the_outp
             {"gpu": gpu, "date": "2026-11-26", "notebooks": {"notebooks/x.ipynb": {"source_sha256": digest}}}))
     monkeypatch.setattr(stored, "repo_root", lambda: tmp_path)
     assert stored.reference_label(nb, "notebooks/x.ipynb") == "NVIDIA H100 80GB HBM3, 2026-11-26"
-    nb["cells"][0]["outputs"][0]["text"] = "GPU: NVIDIA H200\n"
+    nb["cells"][0]["outputs"][0]["text"] = "GPU: NVIDIA H200 x1 (sm_90, 132 SMs)\n"
     assert stored.reference_label(nb, "notebooks/x.ipynb") == "NVIDIA H200, 2026-11-26"
+    nb["cells"][0]["outputs"][0]["text"] = "GPU: NVIDIA H200 NVL x1 (sm_90, 132 SMs)\n"  # a name inside a name
+    unnamed = stored.reference_label(nb, "notebooks/x.ipynb")
+    nb["cells"][0]["outputs"] = []
+    assert unnamed == stored.reference_label(nb, "notebooks/x.ipynb")  # no exact name: as if none were printed

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from functools import lru_cache
@@ -74,7 +75,8 @@ def reference_label(nb: dict, rel: str) -> str:
     # line) wrote them; else the newest run of this code, the one most likely to have.
     shown = " ".join("".join(o.get("text", "")) for c in nb.get("cells", []) for o in c.get("outputs", [])
                      if o.get("output_type") == "stream")
-    return max(found, key=lambda f: (f[1].rsplit(", ", 1)[0] in shown, f[0]))[1]
+    named = set(re.findall(r"^GPU: (.+?) x\d+ \(", shown, flags=re.M))  # show_environment's line, names whole
+    return max(found, key=lambda f: (f[1].rsplit(", ", 1)[0] in named, f[0]))[1]
 
 
 def cell_by_id(nb: dict, cell_id: str) -> dict | None:

@@ -200,9 +200,9 @@ def _diamond_buffers(what: str):
     """Once a CUDA GPU is known to be there for `what`: x (random, and its host copy), y, z and out (zeros) on the
     GPU, finished before the check goes on: they are written on the default stream, which the non-blocking streams
     the graph is launched on do not wait for (on a busy GPU, out's zeroing could land after the graph's result)."""
+    require_cuda(what)
     import cupy as cp
 
-    require_cuda(what)
     (x, x0), y, z, out = _random_input(), *(cp.zeros(N, dtype=cp.float32) for _ in range(3))
     cp.cuda.Device().synchronize()
     return x, x0, y, z, out
