@@ -33,6 +33,7 @@ LECTURE = "notebooks/02_pytorch_dispatch.ipynb"
 REPLAYED = re.compile(r"^\[reference output\]")  # the line above a GPU cell's replayed outputs
 COPIES: dict[str, Path] = {}  # "work": the folder JupyterLab serves, where it saves what it writes
 RUN_ALL = ("notebooks/07_overhead_ladder.ipynb", "notebooks/10_graphs_in_real_code.ipynb")  # Run All without a GPU
+TWO_GPU_LECTURE = "notebooks/08_graphs_across_gpus.ipynb"  # its multi-gpu cells need two GPUs
 START = "START_HERE.ipynb"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WAIT_MS = 60_000
@@ -68,7 +69,7 @@ def jupyterlab(tmp_path_factory):
     _require_browser()
     work = tmp_path_factory.mktemp("course")
     COPIES["work"] = work
-    for rel in (LAB, LECTURE, START, *RUN_ALL):
+    for rel in (LAB, LECTURE, START, TWO_GPU_LECTURE, *RUN_ALL):
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, work / rel)
     # Render every cell, not only those in view, so that the test can find any cell.
@@ -523,6 +524,22 @@ def test_run_all_without_a_gpu_keeps_every_stored_output(page, jupyterlab, rel, 
     assert count > 10
     outputs.locator("img").last.scroll_into_view_if_needed()
     page.screenshot(path=str(_screenshot_dir() / f"run_all_without_gpu_{Path(rel).stem}.png"))
+
+
+@pytest.mark.skipif(os.environ.get("LAUNCHLAB_TIER") != "cpu" and __import__("launchlab.env").env.gpu_count() > 1,
+                    reason="shows what a learner with fewer than two GPUs sees")
+def test_run_all_with_fewer_than_two_gpus_runs_every_cpu_cell_of_lecture_08(page, jupyterlab, shot_on_failure):
+    """Its CPU cells (two gloo ranks) run; each two-GPU cell ends with the replay's line instead of stopping Run All."""
+    replayed = _gpu_cells(ROOT / TWO_GPU_LECTURE)
+    cells = _open(page, jupyterlab, TWO_GPU_LECTURE)
+    _run_all(page, replayed)
+    visible = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+    errors = page.locator(f"{visible} .jp-RenderedText[data-mime-type='application/vnd.jupyter.error']")
+    assert errors.count() == 0, errors.first.inner_text()[:2000]
+    outputs = page.locator(f"{visible} .jp-OutputArea-output")
+    assert outputs.filter(has_text=REPLAYED).count() == replayed
+    assert outputs.filter(has_text="CLAIM HELD").count() >= 2  # the gloo cells' claims, run here
+    assert cells.count() > 10
 
 
 def test_a_learners_own_error_shows_its_traceback_without_a_gpu(page, jupyterlab, shot_on_failure):
