@@ -754,3 +754,20 @@ def every_case_right(ran: list[dict], planned: int, problem: Callable[[dict], Ch
             raise found
     if len(ran) != planned:
         raise CheckFailed(f"only {len(ran)} of {planned} {what} were run")
+
+
+class FigureOff(CheckFailed):
+    """A measured figure off its reference in one round: measured again by `measured_again`, unlike other failures."""
+
+
+def measured_again(one_round: Callable[[], Any], rounds: int) -> Any:
+    """one_round()'s result from the first of `rounds` rounds that raises no FigureOff; the last round's FigureOff
+    if every round raised one; any other failure (a wrong type, a crash) at once. A host hiccup slows one round; a
+    wrong method is off in every round."""
+    for attempt in range(rounds):
+        try:
+            return one_round()
+        except FigureOff as exc:
+            if attempt == rounds - 1:
+                raise CheckFailed(f"{exc} (off in each of {rounds} rounds)", exc.hint) from None
+    raise ValueError(f"rounds must be 1 or more, not {rounds}")

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from ... import checking, timing
-from ...checking import TIME_SLIPS_US, CheckFailed, exercise, number, slip_hint, within
+from ...checking import TIME_SLIPS_US, CheckFailed, FigureOff, exercise, number, slip_hint, within
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
 __all__ = ["check_crossover", "check_first_launch", "check_fused_conv", "check_launch_figures"]
@@ -92,10 +92,6 @@ def _spin_scenario(measure_launch_figures: Callable, keys: list[str], low: float
             f"latency {latency:.1f} us (above)")
 
 
-class _FigureOff(CheckFailed):
-    """One of your figures is off the reference in one round."""
-
-
 @exercise(1,
           "enqueue cost is N launches with no synchronisation / N; throughput adds one final synchronisation; "
           "latency is one launch then a synchronisation. launchlab.timing has one function for each.")
@@ -130,18 +126,12 @@ def check_launch_figures(measure_launch_figures: Callable[[Callable[[], object]]
             try:
                 lines.append(within(yours[key], closer[key], FIGURE_TOLERANCE, f"{key} (empty kernel)"))
             except CheckFailed as exc:
-                raise _FigureOff(str(exc), slip) from None
+                raise FigureOff(str(exc), slip) from None
         return lines
 
     # A host hiccup can slow one round's figures by 1.7x; a wrong method is off in every round, so a figure off
     # in one round is measured again, up to ROUNDS rounds, and fails only if it is off in all of them.
-    for attempt in range(ROUNDS):
-        try:
-            lines = one_round()
-            break
-        except _FigureOff as exc:  # only a figure off is measured again: a wrong type or a crash fails at once
-            if attempt == ROUNDS - 1:
-                raise CheckFailed(f"{exc} (off in each of {ROUNDS} rounds)", exc.hint) from None
+    lines = checking.measured_again(one_round, ROUNDS)
     for low, high in SPIN_LAUNCHES_US:
         lines.append(_spin_scenario(measure_launch_figures, FIGURES, low, high))
     return "; ".join(lines)
