@@ -444,22 +444,14 @@ RACY_BARRIER_ANSWERS = [
     Answer("no __threadfence() anywhere", "method", barrier(BARRIER_SOLUTION.replace("__threadfence();", ""))),
     # The two below pass an idle GPU: the window each leaves open is a few instructions wide, unless the
     # checker's jitter (BARRIER_JITTER) holds it open.
-    Answer("generation read after arriving", "method", barrier("""
-    __syncthreads();
-    if (threadIdx.x == 0) {
+    Answer("generation read after arriving", "method", changed(
+        """unsigned int seen = *generation;
         __threadfence();
+        if (atomicAdd(count, 1u) == gridDim.x - 1) {""",
+        """__threadfence();
         unsigned int last = atomicAdd(count, 1u) == gridDim.x - 1;
         unsigned int seen = *generation;   // too late: the last block may have bumped it already
-        if (last) {
-            atomicExch(count, 0u);
-            __threadfence();
-            atomicAdd((unsigned int*)generation, 1u);
-        } else {
-            while (*generation == seen) { }
-        }
-        __threadfence();
-    }
-    __syncthreads();""")),
+        if (last) {""")),
     Answer("count reset after the release", "method", changed(
         """atomicExch(count, 0u);
             __threadfence();
