@@ -331,9 +331,13 @@ def check_no_syncs(train_without_syncs: Callable) -> str:
     if not isinstance(losses, torch.Tensor):
         raise CheckFailed(f"return the losses as one tensor (torch.stack), not a {type(losses).__name__}")
     losses = losses.detach().cpu().flatten()
-    if losses.shape != expected.shape or not torch.allclose(losses, expected, rtol=1e-4):
-        raise CheckFailed(f"your losses differ from the original loop's: {losses.tolist()[:4]}... "
-                          f"against {expected.tolist()[:4]}...")
+    if losses.shape != expected.shape:
+        raise CheckFailed(f"your loop returned {losses.numel()} losses for {expected.numel()} steps: one per step")
+    if not torch.allclose(losses, expected, rtol=1e-4):
+        step = int((~torch.isclose(losses, expected, rtol=1e-4)).nonzero()[0])  # the first step that differs
+        raise CheckFailed(f"your losses differ from the original loop's from step {step} on: {losses[step]:.6g} "
+                          f"against {expected[step]:.6g} (the original's loss there, step by step: "
+                          f"{', '.join(f'{v:.4g}' for v in expected[max(step - 1, 0):step + 2].tolist())})")
     for mine, theirs in zip(model.parameters(), ref_model.parameters(), strict=True):
         if not torch.allclose(mine, theirs, rtol=1e-4, atol=1e-6):
             raise CheckFailed("same losses but different final weights: did the exploding step update them?")
