@@ -214,7 +214,7 @@ def _pair_trial(source: str, cases: list, timeout_s: float = 10.0) -> dict:
         want, got, after = 2 * source_x.get() + np.float32(1), y[:n].get(), y[n:].get()
         wrong = np.flatnonzero(got != want)
         first = int(wrong[0]) if wrong.size else -1
-        end, begin, _ = (int(v) for v in stamps.get())
+        end, begin = (int(v) for v in stamps.get()[:2])
         return {"n": n, "block": block, "wrong": int(wrong.size), "nan": int(np.isnan(got).sum()),
                 "untouched": int((got == np.float32(SENTINEL)).sum()), "first": first,
                 "got": float(got[first]) if first >= 0 else 0.0, "want": float(want[first]) if first >= 0 else 0.0,
@@ -510,7 +510,8 @@ def check_pdl_chain(capture_pdl_chain: Callable) -> str:
 STAGES_SOURCE = r"""
 // The checker's persistent kernel: every stage in one launch, your grid_barrier between stages. Block k owns
 // the chunk cells from k * chunk; stage s reads its own cells and the next block's, which that block wrote in
-// stage s - 1. In each stage one block's last warp starts late, so a block that goes on too early reads stale cells.
+// stage s - 1. In every third stage one block's last warp starts late, so a block that goes on too early reads stale
+// cells; in the others the blocks arrive close together.
 extern "C" __global__ void launchlab_stages(unsigned int* a, unsigned int* b, int chunk, int stages,
                                             unsigned int* count, unsigned int* generation,
                                             unsigned long long slow_ns) {
@@ -518,7 +519,7 @@ extern "C" __global__ void launchlab_stages(unsigned int* a, unsigned int* b, in
     for (int s = 0; s < stages; ++s) {
         const unsigned int* src = (s % 2 == 0) ? a : b;
         unsigned int* dst = (s % 2 == 0) ? b : a;
-        if (blockIdx.x == (unsigned int)s % gridDim.x && threadIdx.x >= blockDim.x - 32) {
+        if (s % 3 == 0 && blockIdx.x == (unsigned int)(s / 3) % gridDim.x && threadIdx.x >= blockDim.x - 32) {
             unsigned long long start, t;
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
             do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - start < slow_ns);
@@ -531,7 +532,9 @@ extern "C" __global__ void launchlab_stages(unsigned int* a, unsigned int* b, in
     }
 }
 """
-SLOW_NS = 3_000  # how late the slow warp of each stage starts
+# How late the slow warp starts: longer than a barrier takes with the jitter's naps, so a block whose threads
+# arrive before the slow warp has written is released while it still writes.
+SLOW_NS = 25_000
 
 # Put before your barrier, and only around it: each atomic your barrier makes may nap before and after it (one in
 # eight, up to about 16 us, by a hash of the block and the clock), so the windows a memory-model bug leaves open
