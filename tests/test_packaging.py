@@ -86,3 +86,23 @@ def test_the_site_and_decks_refuse_a_notebook_that_differs_from_the_commit(tmp_p
     assert changed_from_commit(tmp_path) == [] and require_committed(tmp_path) == 0
     nb.write_text('{"metadata": {"kernelspec": {}}}')     # as JupyterLab saves it after a run
     assert changed_from_commit(tmp_path) == ["notebooks/00_x.ipynb"] and require_committed(tmp_path) == 1
+
+
+def _tools_with_a_command_line(root):
+    tools = root / "utils" / "launchlab_tools"
+    return sorted(p.stem for p in tools.glob("*.py") if 'if __name__ == "__main__":' in p.read_text())
+
+
+def test_every_maintainer_tool_answers_help_and_writes_nothing(root, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    tools = _tools_with_a_command_line(root)
+    assert {"guide", "site_toc", "figures", "grade", "slides", "start_page", "labs"} <= set(tools), tools
+    env = {**os.environ, "PYTHONPATH": str(root / "utils"), "LAUNCHLAB_ROOT": str(root)}
+    for tool in tools:
+        run = subprocess.run([sys.executable, "-m", f"launchlab_tools.{tool}", "--help"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0 and "usage:" in run.stdout, f"{tool} --help: {run.returncode} {run.stderr[-500:]}"
+        assert not list(tmp_path.iterdir()), f"{tool} --help wrote {[p.name for p in tmp_path.iterdir()]}"

@@ -172,18 +172,19 @@ def write(out_dir: Path, root: Path | None = None) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: python -m launchlab_tools.guide OUT_DIR."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m launchlab_tools.guide OUT_DIR", file=sys.stderr)
-        return 2
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m launchlab_tools.guide", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out_dir", metavar="OUT_DIR", help="the folder to write one page per chapter into")
+    args = parser.parse_args(argv)
     try:
-        pages = write(Path(args[0]))
+        pages = write(Path(args.out_dir))
     except ValueError as exc:
         print(f"guide: {exc}", file=sys.stderr)
         return 1
-    print(f"wrote {len(pages)} chapter guides into {args[0]}")
+    print(f"wrote {len(pages)} chapter guides into {args.out_dir}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

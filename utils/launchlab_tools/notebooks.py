@@ -155,5 +155,14 @@ def require_committed(root: Path | None = None) -> int:
     return 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    """Command line: exit 1, naming them, when a course notebook differs from the last commit (make site, slides)."""
+    import argparse
+
+    argparse.ArgumentParser(prog="python -m launchlab_tools.notebooks",
+                            description=require_committed.__doc__).parse_args(argv)
+    return require_committed()
+
+
 if __name__ == "__main__":
-    raise SystemExit(require_committed())
+    raise SystemExit(main())

@@ -42,16 +42,16 @@ def toc_text(root: Path | None = None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: write the table of contents to the path given."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m launchlab_tools.site_toc PATH", file=sys.stderr)
-        return 2
-    path = Path(args[0])
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m launchlab_tools.site_toc", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("path", metavar="PATH", help="the file to write the table of contents to (_toc.yml)")
+    path = Path(parser.parse_args(argv).path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(toc_text(), encoding="utf-8")
     print(f"wrote {path}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
