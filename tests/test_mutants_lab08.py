@@ -501,6 +501,16 @@ GRAPHED_ANSWERS = [
 SUITE_GRAPHED = suite("08", 2, ch08.check_graphed_mean, GRAPHED_ANSWERS)
 
 
+def test_exercise2_on_fewer_than_two_gpus_says_so_in_the_courses_words(monkeypatch, capsys):
+    from launchlab.checking import NEEDS_GPU
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    monkeypatch.setattr(ch08, "gpu_count", lambda: 1)
+    verdict = ch08.check_graphed_mean(GRAPHED_ANSWERS[0].fn)
+    capsys.readouterr()
+    assert not verdict and NEEDS_GPU in verdict.detail and "has 1;" in verdict.detail, verdict
+
+
 @pytest.mark.exercise("08", 2)
 @pytest.mark.gpu
 @pytest.mark.skipif(gpu_count() < 2, reason="needs two CUDA GPUs")

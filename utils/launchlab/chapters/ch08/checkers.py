@@ -337,7 +337,8 @@ def check_graphed_mean(capture_mean: Callable) -> str:
     mean, so the value alone cannot count the rounds); an input near float32's limit stays finite (a division in
     every round); and one rank alone, where the world size is 1, gets x back (a size typed in shows)."""
     if gpu_count() < 2:
-        raise CheckFailed(f"this exercise runs 2 NCCL ranks, one per GPU, and this machine has {gpu_count()} GPU(s)")
+        raise CheckFailed(f"this exercise {checking.NEEDS_GPU} for each of its 2 NCCL ranks, and this machine has "
+                          f"{gpu_count()}; run this cell on a machine with 2 NVIDIA GPUs (exercises 1 and 3 run here)")
     rows, alone, run = _rows(capture_mean, _GRAPHED)
     _answered(rows, "capture_mean")
     if len(rows) < 2:
