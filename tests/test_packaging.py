@@ -106,3 +106,14 @@ def test_every_maintainer_tool_answers_help_and_writes_nothing(root, tmp_path):
                              capture_output=True, text=True, timeout=120)
         assert run.returncode == 0 and "usage:" in run.stdout, f"{tool} --help: {run.returncode} {run.stderr[-500:]}"
         assert not list(tmp_path.iterdir()), f"{tool} --help wrote {[p.name for p in tmp_path.iterdir()]}"
+
+
+def test_the_conda_route_starts_jupyterlab_with_the_save_hook(root):
+    import subprocess
+
+    readme = (root / "README.md").read_text()
+    assert "conda env create -f environment.yml" in readme and "make lab PYTHON=python" in readme
+    dry = subprocess.run(["make", "-n", "lab", "PYTHON=python"], cwd=root, capture_output=True, text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    assert "python -m jupyter lab" in dry.stdout and "pre_save_hook=launchlab.jupyter_hooks" in dry.stdout, dry.stdout
+    assert ".venv" not in dry.stdout, "with PYTHON=, make lab must not create or use .venv"
