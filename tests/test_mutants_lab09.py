@@ -58,6 +58,9 @@ PAIR_ANSWERS = [
     launchlab_prologue(stamps);
     pdl_wait();
     if (i < n) y[i] = x[i] + x[i] + 1.0f;""")),
+    Answer("the CUDA C++ names of the wait and the trigger", "right", pair(
+        "cudaTriggerProgrammaticLaunchCompletion();\nlaunchlab_produce(source, x, n, stamps);",
+        RIGHT_CONSUMER.replace("pdl_wait();", "cudaGridDependencySynchronize();"))),
     Answer("the consumer never waits", "classic", pair(TRIGGER_FIRST, f"""
     launchlab_prologue(stamps);
     {STRIDE}

@@ -107,6 +107,9 @@ PDL_PRELUDE = r"""
 // cudaTriggerProgrammaticLaunchCompletion() in CUDA C++.
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+// NVRTC declares neither CUDA C++ name, so they are spelled here too: use whichever you like.
+#define cudaGridDependencySynchronize() pdl_wait()
+#define cudaTriggerProgrammaticLaunchCompletion() pdl_trigger()
 
 __device__ __forceinline__ unsigned long long launchlab_now() {   // the GPU's nanosecond clock
     unsigned long long t;
