@@ -287,12 +287,13 @@ def _sync_ops_in(fn: Callable[[], object]) -> tuple[object, dict[str, int]]:
 
 HOST_HINT = ("keep every value on the device: no .item(), .tolist(), .cpu(), .numpy(), float(), int(), bool() or "
              "`if` on a tensor, no print of one, no torch.tensor(list of losses); collect the losses as tensors "
-             "(torch.stack) and skip a step by arithmetic, scaling the gradients by (loss <= threshold)")
+             "(torch.stack) and skip a step on the device: p.grad.masked_fill_(loss > threshold, 0.0) for every parameter")
 
 
 @exercise(3,
           "keep the losses on the device (append the tensor, torch.stack them) and replace the Python `if` on "
-          "the loss by arithmetic: scale the gradients by (loss <= threshold) so a skipped step changes nothing.")
+          "the loss by a mask on the device: zero every gradient where loss > threshold "
+          "(p.grad.masked_fill_(loss > threshold, 0.0)), so a skipped step changes nothing.")
 def check_no_syncs(train_without_syncs: Callable) -> str:
     import torch
 
