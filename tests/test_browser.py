@@ -25,6 +25,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from launchlab import course
 from launchlab.results import results_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -540,6 +541,26 @@ def test_run_all_with_fewer_than_two_gpus_runs_every_cpu_cell_of_lecture_08(page
     assert outputs.filter(has_text=REPLAYED).count() == replayed
     assert outputs.filter(has_text="CLAIM HELD").count() >= 2  # the gloo cells' claims, run here
     assert cells.count() > 10
+
+
+@pytest.mark.skipif(os.environ.get("LAUNCHLAB_TIER") != "cpu" and __import__("launchlab.env").env.gpu_count() > 0,
+                    reason="shows what a learner without a GPU sees")
+def test_run_all_of_a_lab_without_a_gpu_judges_every_cpu_exercise(page, jupyterlab, shot_on_failure):
+    """Lab 03 untouched: each CPU exercise prints its FAIL (not implemented yet) and Run All goes on past it; the
+    GPU exercise's check says where its verdict is, instead of stopping the run."""
+    replayed = _gpu_cells(ROOT / LAB)
+    cells = _open(page, jupyterlab, LAB)
+    _run_all(page, replayed)
+    visible = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+    errors = page.locator(f"{visible} .jp-RenderedText[data-mime-type='application/vnd.jupyter.error']")
+    assert errors.count() == 0, errors.first.inner_text()[:2000]
+    outputs = page.locator(f"{visible} .jp-OutputArea-output")
+    cpu_exercises = [ex for ex in course.chapter("03").exercises if ex.runs_on == "cpu"]
+    assert outputs.filter(has_text="not implemented yet").count() == len(cpu_exercises) >= 3
+    assert outputs.filter(has_text=REPLAYED).filter(has_text="solution notebook").count() == replayed
+    last = cells.nth(cells.count() - 1)
+    assert "[ ]" not in last.locator(".jp-InputPrompt").inner_text()  # the run reached the last cell
+    page.screenshot(path=str(_screenshot_dir() / "run_all_without_gpu_lab03.png"))
 
 
 def test_a_learners_own_error_shows_its_traceback_without_a_gpu(page, jupyterlab, shot_on_failure):
