@@ -381,6 +381,7 @@ NO_SYNC_ANSWERS = [
            stacked(lambda m, o, b: _loop(m, o, b, _mask_grads_at(2 * ch02.EXPLODING)))),
     Answer("skipped above half the threshold", "method",
            stacked(lambda m, o, b: _loop(m, o, b, _mask_grads_at(0.5 * ch02.EXPLODING)))),
+    Answer("1024 typed in for the threshold", "unit", stacked(lambda m, o, b: _loop(m, o, b, _mask_grads_at(1024.0)))),
     Answer("a Python if on the loss tensor", "method", stacked(lambda m, o, b: _loop(m, o, b, python_if_on_a_tensor))),
     Answer("gradients never zeroed", "method", stacked(lambda m, o, b: _loop(m, o, b, _mask_grads, zero=False))),
     Answer("the loss zeroed instead of the gradients", "method", masked_loss_instead_of_grads),
