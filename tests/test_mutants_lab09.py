@@ -220,6 +220,22 @@ def test_a_consumer_without_pdls_wait_fails_before_anything_runs(lenient_checker
     assert ch09._without_comments('s = "// kept"; // gone') == 's = "// kept";  '
 
 
+@pytest.mark.parametrize("consumer_body, waits", [
+    ("W(); y[0] = x[0];", True),                                          # a macro alias: #define W pdl_wait
+    ('asm volatile("griddepcontrol" ".wait;" ::: "memory"); y[0] = x[0];', True),
+    ("helper(); y[0] = x[0];", True),                                     # through a function that is called
+    ("if (false) pdl_wait(); y[0] = x[0];", False),                       # dead code
+    ('const char* s = "pdl_wait();"; y[0] = x[0] + s[0];', False),        # a string is not a call
+    ("y[0] = x[0];", False),                                              # the wait only in the producer
+])
+def test_the_wait_is_read_from_what_nvrtc_builds(consumer_body, waits):
+    source = ("#define W pdl_wait\n__device__ __noinline__ void helper() { pdl_wait(); }\n"
+              "__device__ void unused() { pdl_wait(); }\n"
+              'extern "C" __global__ void producer(float* x) { pdl_wait(); x[0] = 1.0f; }\n'
+              f'extern "C" __global__ void consumer(const float* x, float* y) {{ {consumer_body} }}\n')
+    assert ch09._consumer_waits_in_ptx(source) is waits, consumer_body
+
+
 def test_every_spelling_of_an_atomic_compiles_with_the_jitter():
     """The jitter forwards each atomic through a template: whatever compiles without it compiles with it."""
     spellings = """

@@ -317,9 +317,60 @@ def _without_comments(source: str) -> str:
 PDL_WAIT = re.compile(r"\bpdl_wait\s*\(|griddepcontrol\.wait|\bcudaGridDependencySynchronize\s*\(")
 
 
+def _ptx_functions(ptx: str) -> dict[str, str]:
+    """Each kernel's and device function's PTX body, by name (a definition after its declaration wins)."""
+    heads = list(re.finditer(r"^\s*(?:\.visible\s+|\.weak\s+)?\.(?:entry|func)\s+(?:\([^)]*\)\s*)?(\w+)\s*\(",
+                             ptx, re.M))
+    return {m.group(1): ptx[m.end(): heads[i + 1].start() if i + 1 < len(heads) else len(ptx)]
+            for i, m in enumerate(heads)}
+
+
+def _consumer_waits_in_ptx(source: str) -> bool | None:
+    """Whether the consumer as NVRTC builds it (macros expanded, dead code gone) runs griddepcontrol.wait, in its
+    body or a function it calls; None when NVRTC cannot build it here or it holds no consumer kernel."""
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError:
+        return None
+    ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
+    err, program = nvrtc.nvrtcCreateProgram((PDL_PRELUDE + source).encode(), b"your_pair.cu", 0, [], [])
+    if err != ok:
+        return None
+    try:
+        options = [b"--gpu-architecture=compute_90"]
+        if Path(devicegraphs.CUDA_INCLUDE).is_dir():
+            options.append(f"-I{devicegraphs.CUDA_INCLUDE}".encode())
+        (err,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
+        if err != ok:
+            return None
+        err, size = nvrtc.nvrtcGetPTXSize(program)
+        ptx = b" " * size
+        (err,) = nvrtc.nvrtcGetPTX(program, ptx)
+        if err != ok:
+            return None
+    finally:
+        nvrtc.nvrtcDestroyProgram(program)
+    bodies = _ptx_functions(ptx.decode(errors="replace"))
+    if "consumer" not in bodies:
+        return None
+    seen: set[str] = set()
+    todo = ["consumer"]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in bodies:
+            continue
+        seen.add(name)
+        if "griddepcontrol.wait" in bodies[name]:
+            return True
+        todo += re.findall(r"\bcall(?:\.uni)?\s*(?:\([^)]*\)\s*,\s*)?(\w+)", bodies[name])
+    return False
+
+
 def _waits_for_the_producer(source: str) -> bool:
-    """Whether your source, comments left out, calls PDL's wait anywhere (in the consumer or a helper it calls)."""
-    return bool(PDL_WAIT.search(_without_comments(source)))
+    """Whether your consumer runs PDL's wait: read from the PTX NVRTC builds, or where it cannot build it here, from
+    the source with its comments left out."""
+    in_ptx = _consumer_waits_in_ptx(source)
+    return in_ptx if in_ptx is not None else bool(PDL_WAIT.search(_without_comments(source)))
 
 
 def _ran(lead_us: float | None) -> str:
