@@ -113,7 +113,11 @@ def test_the_conda_route_starts_jupyterlab_with_the_save_hook(root):
 
     readme = (root / "README.md").read_text()
     assert "conda env create -f environment.yml" in readme and "make lab PYTHON=python" in readme
-    dry = subprocess.run(["make", "-n", "lab", "PYTHON=python"], cwd=root, capture_output=True, text=True, timeout=60)
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    dry = subprocess.run(["make", "-s", "-n", "lab", "PYTHON=python"], cwd=root, capture_output=True, text=True,
+                         timeout=60, env=env)
     assert dry.returncode == 0, dry.stderr
     assert "python -m jupyter lab" in dry.stdout and "pre_save_hook=launchlab.jupyter_hooks" in dry.stdout, dry.stdout
     assert ".venv" not in dry.stdout, "with PYTHON=, make lab must not create or use .venv"
