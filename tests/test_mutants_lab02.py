@@ -615,3 +615,25 @@ def test_lab02_exercise4_solution_passes_five_times_out_of_five(monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "1")  # a FAIL raises
     for _ in range(5):
         assert ch02.check_flat_until(lambda make_step: _flat_until(*_sweep(make_step, _throughput)))
+
+
+def test_no_syncs_draws_its_problem_per_check_and_judges_what_it_owns(lenient_checkers):
+    """Losses computed ahead from the checker's default problem fail; a tensor subclass that would run the loop when
+    read fails for its type; weights set on the model behind the optimiser's back are read through nn.Module."""
+    import torch
+
+    ahead = ch02.train_with_syncs(*ch02.make_problem("cpu"))
+
+    def typed_in(model, opt, batches):
+        return torch.tensor(ahead)
+
+    class Lazy(torch.Tensor):
+        pass
+
+    def lazy(model, opt, batches):
+        return torch.Tensor._make_subclass(Lazy, torch.zeros(len(batches)))
+
+    assert "differ" in ch02.check_no_syncs(typed_in).detail
+    assert "plain tensor" in ch02.check_no_syncs(lazy).detail
+    first, second = ch02.check_no_syncs(typed_in, seed=1), ch02.check_no_syncs(typed_in, seed=2)
+    assert "differ" in first.detail and first.detail != second.detail  # each seed its own problem
