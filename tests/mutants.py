@@ -85,7 +85,9 @@ def judge(lab: str, number: int, checker: Callable, answers: list[Answer], call:
                          f"launchlab/chapters/ch{lab}/chapter.toml: {', '.join(missing)}")
     exercise = f"lab {lab}, {course.chapter(lab).exercise(number).heading.lower()}" + (f" ({part})" if part else "")
     wrong, caught, mutants = [], 0, 0
-    for answer in answers:
+    # Wrong answers first, in one process: a right answer judged after them also shows a checker or a mistake
+    # that leaves the GPU, a stream, a capture or a mode in a bad state (as a learner's kernel would meet it).
+    for answer in sorted(answers, key=lambda a: a.right):
         verdicts = [call(checker, answer.fn) if call else checker(answer.fn) for _ in range(trials)]
         if answer.right:
             wrong += [f"{answer.name} (right, {answer.kind}) failed: {v.detail}" for v in verdicts if not v][:1]
