@@ -227,6 +227,8 @@ def test_a_consumer_without_pdls_wait_fails_before_anything_runs(lenient_checker
     ("if (false) pdl_wait(); y[0] = x[0];", False),                       # dead code
     ('const char* s = "pdl_wait();"; y[0] = x[0] + s[0];', False),        # a string is not a call
     ("y[0] = x[0];", False),                                              # the wait only in the producer
+    ('asm volatile("// griddepcontrol.wait;"); y[0] = x[0];', False),     # a PTX comment is not an instruction
+    ("void (*volatile f)() = helper; f(); y[0] = x[0];", None),           # through a pointer: the source decides
 ])
 def test_the_wait_is_read_from_what_nvrtc_builds(consumer_body, waits):
     source = ("#define W pdl_wait\n__device__ __noinline__ void helper() { pdl_wait(); }\n"
@@ -801,3 +803,14 @@ def test_the_checker_does_not_let_an_answer_change_the_workloads(lenient_checker
     before = json.dumps(ch09.WORKLOADS)
     ch09.check_rung(vandal)
     assert json.dumps(ch09.WORKLOADS) == before
+
+
+def test_an_nvrtc_that_cannot_load_leaves_the_wait_to_the_source(monkeypatch):
+    from cuda.bindings import nvrtc
+
+    def broken(*args):
+        raise RuntimeError("libnvrtc.so.13 not found")
+
+    monkeypatch.setattr(nvrtc, "nvrtcCreateProgram", broken)
+    assert ch09._consumer_waits_in_ptx('extern "C" __global__ void consumer() { pdl_wait(); }') is None
+    assert ch09._waits_for_the_producer('extern "C" __global__ void consumer() { pdl_wait(); }')

@@ -10,7 +10,7 @@ producer as well, so a failure names the kernel at fault. Exercise 2 reads the e
 back from the driver (one chain of stage kernels, every edge programmatic), then runs it against x + stages.
 Exercise 3 runs the checker's persistent kernel over your grid barrier in a child process with a deadline
 (a barrier that never releases cannot be stopped from Python), hundreds of stages of cells that the next
-block wrote in the stage before, with a slow warp in each stage, and compares with the host. Exercise 4 runs on
+block wrote in the stage before, with a slow warp in every third stage, and compares with the host. Exercise 4 runs on
 a CPU: the lab's three workloads and made-up ones whose tables hide traps (the fastest rung not allowed, ties
 within the noise and a near miss just outside it, slow and lucky runs, chains of different lengths), planted so
 that reading one run, a mean, a minimum or maximum, the table's order or a tie in microseconds goes wrong on every
@@ -107,7 +107,8 @@ PDL_PRELUDE = r"""
 // cudaTriggerProgrammaticLaunchCompletion() in CUDA C++.
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-// NVRTC declares neither CUDA C++ name, so they are spelled here too: use whichever you like.
+// NVRTC declares neither CUDA C++ name, so they are spelled here too: use whichever you like (#undef both before
+// including a CUDA header that declares them).
 #define cudaGridDependencySynchronize() pdl_wait()
 #define cudaTriggerProgrammaticLaunchCompletion() pdl_trigger()
 
@@ -325,32 +326,41 @@ def _ptx_functions(ptx: str) -> dict[str, str]:
             for i, m in enumerate(heads)}
 
 
-def _consumer_waits_in_ptx(source: str) -> bool | None:
-    """Whether the consumer as NVRTC builds it (macros expanded, dead code gone) runs griddepcontrol.wait, in its
-    body or a function it calls; None when NVRTC cannot build it here or it holds no consumer kernel."""
+def _consumer_ptx(source: str) -> str | None:
+    """The PTX NVRTC builds from the prelude and your source, or None where it cannot here (no NVRTC library, an
+    error: the run then reports what the compiler said)."""
     try:
         from cuda.bindings import nvrtc
-    except ImportError:
-        return None
-    ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
-    err, program = nvrtc.nvrtcCreateProgram((PDL_PRELUDE + source).encode(), b"your_pair.cu", 0, [], [])
-    if err != ok:
-        return None
-    try:
-        options = [b"--gpu-architecture=compute_90"]
-        if Path(devicegraphs.CUDA_INCLUDE).is_dir():
-            options.append(f"-I{devicegraphs.CUDA_INCLUDE}".encode())
-        (err,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
+
+        ok = nvrtc.nvrtcResult.NVRTC_SUCCESS
+        err, program = nvrtc.nvrtcCreateProgram((PDL_PRELUDE + source).encode(), b"your_pair.cu", 0, [], [])
         if err != ok:
             return None
-        err, size = nvrtc.nvrtcGetPTXSize(program)
-        ptx = b" " * size
-        (err,) = nvrtc.nvrtcGetPTX(program, ptx)
-        if err != ok:
-            return None
-    finally:
-        nvrtc.nvrtcDestroyProgram(program)
-    bodies = _ptx_functions(ptx.decode(errors="replace"))
+        try:
+            options = [b"--gpu-architecture=compute_90"]
+            if Path(devicegraphs.CUDA_INCLUDE).is_dir():
+                options.append(f"-I{devicegraphs.CUDA_INCLUDE}".encode())
+            (err,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
+            if err != ok:
+                return None
+            err, size = nvrtc.nvrtcGetPTXSize(program)
+            ptx = b" " * size
+            (err,) = nvrtc.nvrtcGetPTX(program, ptx)
+            return ptx.decode(errors="replace") if err == ok else None
+        finally:
+            nvrtc.nvrtcDestroyProgram(program)
+    except Exception:  # noqa: BLE001  (no NVRTC here, or one that cannot load: the source is read instead)
+        return None
+
+
+def _consumer_waits_in_ptx(source: str) -> bool | None:
+    """Whether the consumer as NVRTC builds it (macros expanded, dead code gone) runs griddepcontrol.wait, in its
+    body or a function it calls; None when NVRTC cannot build it here, it holds no consumer kernel, or a call goes
+    through a pointer (which PTX does not name)."""
+    ptx = _consumer_ptx(source)
+    if ptx is None:
+        return None
+    bodies = {name: re.sub(r"//[^\n]*", "", body) for name, body in _ptx_functions(ptx).items()}
     if "consumer" not in bodies:
         return None
     seen: set[str] = set()
@@ -362,6 +372,8 @@ def _consumer_waits_in_ptx(source: str) -> bool | None:
         seen.add(name)
         if "griddepcontrol.wait" in bodies[name]:
             return True
+        if re.search(r"\bcall(?:\.uni)?\s*(?:\([^)]*\)\s*,\s*)?%", bodies[name]):
+            return None  # an indirect call: its target is not in the PTX's text
         todo += re.findall(r"\bcall(?:\.uni)?\s*(?:\([^)]*\)\s*,\s*)?(\w+)", bodies[name])
     return False
 
