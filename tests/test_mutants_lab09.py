@@ -814,3 +814,45 @@ def test_an_nvrtc_that_cannot_load_leaves_the_wait_to_the_source(monkeypatch):
     monkeypatch.setattr(nvrtc, "nvrtcCreateProgram", broken)
     assert ch09._consumer_waits_in_ptx('extern "C" __global__ void consumer() { pdl_wait(); }') is None
     assert ch09._waits_for_the_producer('extern "C" __global__ void consumer() { pdl_wait(); }')
+
+
+def test_a_barrier_on_cudas_own_atomics_compiles_with_the_checkers_headers():
+    """<cuda/atomic> lives in include/cccl from CUDA 13: the checker's include folders must hold it."""
+    from cuda.core import Program, ProgramOptions
+
+    from launchlab import devicegraphs
+
+    if not devicegraphs.cuda_include_dirs():
+        pytest.skip("no CUDA toolkit headers on this machine")
+    source = """#include <cuda/atomic>
+__device__ void grid_barrier(unsigned int* count, volatile unsigned int* generation) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        cuda::atomic_ref<unsigned int, cuda::thread_scope_device> gen(*(unsigned int*)generation);
+        cuda::atomic_ref<unsigned int, cuda::thread_scope_device> arrived(*count);
+        unsigned int seen = gen.load(cuda::memory_order_acquire);
+        if (arrived.fetch_add(1u, cuda::memory_order_acq_rel) == gridDim.x - 1) {
+            arrived.store(0u, cuda::memory_order_relaxed);
+            gen.fetch_add(1u, cuda::memory_order_release);
+        } else {
+            while (gen.load(cuda::memory_order_acquire) == seen) { }
+        }
+    }
+    __syncthreads();
+}
+"""
+    options = ProgramOptions(arch="sm_90", include_path=devicegraphs.cuda_include_dirs())
+    Program(ch09.barrier_program(source), "c++", options).compile("cubin")
+
+
+def test_a_compile_error_names_the_line_of_yours_it_is_on():
+    from cuda.core import Program, ProgramOptions
+
+    broken = "__device__ void grid_barrier(unsigned int* count, volatile unsigned int* generation) {\n    int x = 1\n}\n"
+    with pytest.raises(Exception) as raised:
+        Program(ch09.barrier_program(broken), "c++", ProgramOptions(arch="sm_90")).compile("cubin")
+    assert ch09._first_line(raised.value).startswith("your_barrier.cu(3): error"), ch09._first_line(raised.value)
+    wrong_signature = "__device__ void grid_barrier(int* count, volatile unsigned int* generation) { }\n"
+    with pytest.raises(Exception) as raised:
+        Program(ch09.barrier_program(wrong_signature), "c++", ProgramOptions(arch="sm_90")).compile("cubin")
+    assert ch09._first_line(raised.value).startswith("checker_stages.cu("), ch09._first_line(raised.value)

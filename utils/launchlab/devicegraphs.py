@@ -27,6 +27,12 @@ INSTANTIATE_DEVICE_LAUNCH = 4  # CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH
 CUDA_INCLUDE = str(Path(os.environ.get("CUDA_PATH") or os.environ.get("CUDA_HOME") or "/usr/local/cuda") / "include")
 
 
+def cuda_include_dirs() -> list[str]:
+    """The toolkit's header folders that exist here: include/, and include/cccl/, where CUDA 13 keeps the C++
+    library (<cuda/atomic>, <nv/target>) that cooperative_groups.h and cuda::atomic_ref need."""
+    return [d for d in (CUDA_INCLUDE, str(Path(CUDA_INCLUDE) / "cccl")) if Path(d).is_dir()]
+
+
 class FeatureMissing(CellSkipped):
     """A CUDA feature this chapter needs is missing here; IPython shows one line, not a traceback."""
 

@@ -25,7 +25,6 @@ import random
 import re
 import statistics
 from collections.abc import Callable
-from pathlib import Path
 
 from ... import checking, devicegraphs, graphs
 from ...checking import CheckFailed, checker_call_in_child, every_case_right, exercise, require_cuda
@@ -88,15 +87,18 @@ def _compile(source: str):
 
     device = _device()
     # The toolkit's headers, so an answer may include cooperative_groups.h or cuda/atomic as the lecture does.
-    include = [devicegraphs.CUDA_INCLUDE] if Path(devicegraphs.CUDA_INCLUDE).is_dir() else []
+    include = devicegraphs.cuda_include_dirs()
     options = ProgramOptions(arch=f"sm_{device.arch}", include_path=include or None)
     return Program(source, "c++", options).compile("cubin")
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    lines = [line for line in text.splitlines() if "error" in line.lower()] or text.splitlines() or [""]
-    return lines[0][:300]
+    """The line that says what went wrong: a compiler's first `error:` line (with its file and line), not the
+    log's header; else the first line that mentions an error; else the first line."""
+    lines = str(exc).strip().splitlines()
+    compiler = [line.strip() for line in lines if re.search(r"\(\d+\): (?:catastrophic )?error", line)]
+    other = [line.strip() for line in lines if "error" in line.lower()]
+    return (compiler or other or lines or [""])[0][:300]
 
 
 # ---- exercise 1: the wait and the trigger in a producer/consumer pair ---------------------------------------
@@ -338,8 +340,7 @@ def _consumer_ptx(source: str) -> str | None:
             return None
         try:
             options = [b"--gpu-architecture=compute_90"]
-            if Path(devicegraphs.CUDA_INCLUDE).is_dir():
-                options.append(f"-I{devicegraphs.CUDA_INCLUDE}".encode())
+            options += [f"-I{folder}".encode() for folder in devicegraphs.cuda_include_dirs()]
             (err,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
             if err != ok:
                 return None
@@ -632,8 +633,9 @@ JITTER_END = "\n#undef atomicAdd\n#undef atomicSub\n#undef atomicExch\n#undef at
 
 
 def barrier_program(source: str) -> str:
-    """The program the checker compiles: your barrier, its atomics jittered, then the checker's persistent kernel."""
-    return BARRIER_JITTER + source + JITTER_END + STAGES_SOURCE
+    """The program the checker compiles: your barrier, its atomics jittered, then the checker's persistent kernel
+    (its lines named as its own, so a compiler error there does not point into your source)."""
+    return BARRIER_JITTER + source + JITTER_END + '#line 1 "checker_stages.cu"\n' + STAGES_SOURCE
 
 
 def _barrier_cases(seed: int) -> list[dict]:
