@@ -527,18 +527,22 @@ def test_run_all_without_a_gpu_keeps_every_stored_output(page, jupyterlab, rel, 
     page.screenshot(path=str(_screenshot_dir() / f"run_all_without_gpu_{Path(rel).stem}.png"))
 
 
+def _run_all_without_errors(page, jupyterlab, rel: str):
+    """Open `rel`, Run All, and require no cell to show an error; the notebook's cells and output areas."""
+    cells = _open(page, jupyterlab, rel)
+    _run_all(page, _gpu_cells(ROOT / rel))
+    visible = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+    errors = page.locator(f"{visible} .jp-RenderedText[data-mime-type='application/vnd.jupyter.error']")
+    assert errors.count() == 0, errors.first.inner_text()[:2000]
+    return cells, page.locator(f"{visible} .jp-OutputArea-output")
+
+
 @pytest.mark.skipif(os.environ.get("LAUNCHLAB_TIER") != "cpu" and __import__("launchlab.env").env.gpu_count() > 1,
                     reason="shows what a learner with fewer than two GPUs sees")
 def test_run_all_with_fewer_than_two_gpus_runs_every_cpu_cell_of_lecture_08(page, jupyterlab, shot_on_failure):
     """Its CPU cells (two gloo ranks) run; each two-GPU cell ends with the replay's line instead of stopping Run All."""
-    replayed = _gpu_cells(ROOT / TWO_GPU_LECTURE)
-    cells = _open(page, jupyterlab, TWO_GPU_LECTURE)
-    _run_all(page, replayed)
-    visible = ".jp-NotebookPanel:not(.lm-mod-hidden)"
-    errors = page.locator(f"{visible} .jp-RenderedText[data-mime-type='application/vnd.jupyter.error']")
-    assert errors.count() == 0, errors.first.inner_text()[:2000]
-    outputs = page.locator(f"{visible} .jp-OutputArea-output")
-    assert outputs.filter(has_text=REPLAYED).count() == replayed
+    cells, outputs = _run_all_without_errors(page, jupyterlab, TWO_GPU_LECTURE)
+    assert outputs.filter(has_text=REPLAYED).count() == _gpu_cells(ROOT / TWO_GPU_LECTURE)
     assert outputs.filter(has_text="CLAIM HELD").count() >= 2  # the gloo cells' claims, run here
     assert cells.count() > 10
 
@@ -548,16 +552,10 @@ def test_run_all_with_fewer_than_two_gpus_runs_every_cpu_cell_of_lecture_08(page
 def test_run_all_of_a_lab_without_a_gpu_judges_every_cpu_exercise(page, jupyterlab, shot_on_failure):
     """Lab 03 untouched: each CPU exercise prints its FAIL (not implemented yet) and Run All goes on past it; the
     GPU exercise's check says where its verdict is, instead of stopping the run."""
-    replayed = _gpu_cells(ROOT / LAB)
-    cells = _open(page, jupyterlab, LAB)
-    _run_all(page, replayed)
-    visible = ".jp-NotebookPanel:not(.lm-mod-hidden)"
-    errors = page.locator(f"{visible} .jp-RenderedText[data-mime-type='application/vnd.jupyter.error']")
-    assert errors.count() == 0, errors.first.inner_text()[:2000]
-    outputs = page.locator(f"{visible} .jp-OutputArea-output")
+    cells, outputs = _run_all_without_errors(page, jupyterlab, LAB)
     cpu_exercises = [ex for ex in course.chapter("03").exercises if ex.runs_on == "cpu"]
     assert outputs.filter(has_text="not implemented yet").count() == len(cpu_exercises) >= 3
-    assert outputs.filter(has_text=REPLAYED).filter(has_text="solution notebook").count() == replayed
+    assert outputs.filter(has_text=REPLAYED).filter(has_text="solution notebook").count() == _gpu_cells(ROOT / LAB)
     last = cells.nth(cells.count() - 1)
     assert "[ ]" not in last.locator(".jp-InputPrompt").inner_text()  # the run reached the last cell
     page.screenshot(path=str(_screenshot_dir() / "run_all_without_gpu_lab03.png"))
