@@ -204,6 +204,19 @@ def test_pair_verdicts_name_the_mistake(monkeypatch, report, detail, hint):
     assert not verdict and detail in verdict.detail and hint in verdict.hint, verdict
 
 
+def test_a_consumer_that_read_xs_old_values_is_told_to_wait(monkeypatch):
+    """The stale run: a consumer that waits only on NaN, or spins until x is not NaN, read x's old values."""
+    run = {"n": 5000, "block": 256, "wrong": 5000, "nan": 0, "stale": 5000, "untouched": 0, "first": 0, "got": -9.0,
+           "want": 3.0, "past_end": 0, "produced": True, "prologue": True, "lead_ns": 30_000}
+    verdict = ch09._data_problem([run], "your pair")
+    assert "5,000 from x's old values" in str(verdict) and verdict.hint == ch09.WAIT_HINT, verdict
+
+
+def test_one_pair_run_in_three_starts_from_xs_old_values():
+    for seed in range(50):
+        assert sum(case["stale"] for case in ch09._pair_cases(seed)) == 1, seed
+
+
 def test_a_consumer_without_pdls_wait_fails_before_anything_runs(lenient_checkers):
     """Read from the source, comments left out: a spin on a flag of its own may pass an idle GPU's data check, so
     the source must call PDL's wait somewhere (pdl_wait(), griddepcontrol.wait or cudaGridDependencySynchronize())."""

@@ -3,7 +3,8 @@
 Exercise 1 compiles your producer and consumer after the checker's prelude and runs them in a child process
 (a kernel that reads out of bounds can take the CUDA context down with it), after a kernel that keeps the GPU
 busy while the host enqueues them, the consumer launched with programmatic dependent launch. It judges the data
-first: x holds NaN until the producer writes it, so a consumer that reads x before its wait returns NaN.
+first: x holds NaN until the producer writes it (in one of the runs, old finite values instead), so a consumer that
+reads x before its wait gets NaN or old values, however it tests them.
 Then the overlap, on the GPU's clock: the consumer's prologue must stamp in while the producer is still in its
 planted stretch of work. Your producer runs before the checker's consumer and your consumer after the checker's
 producer as well, so a failure names the kernel at fault. Exercise 2 reads the edges of the graph you captured
@@ -179,7 +180,10 @@ def _pair_cases(seed: int) -> list[dict]:
     for block in blocks:
         n = rng.randrange(3_000, 20_000)
         n += 1 if n % block == 0 else 0
-        cases.append({"n": n, "block": block, "seed": rng.randrange(1 << 30)})
+        cases.append({"n": n, "block": block, "seed": rng.randrange(1 << 30), "stale": False})
+    # In one run x starts with old finite values, not NaN: a consumer that waits only when it reads NaN, or spins
+    # until x is no longer NaN, reads those and gets y wrong, as it would on data a real producer overwrites.
+    cases[rng.randrange(len(cases))]["stale"] = True
     return cases
 
 
@@ -207,6 +211,9 @@ def _pair_trial(source: str, cases: list, timeout_s: float = 10.0) -> dict:
         rng = np.random.default_rng(case["seed"])
         source_x = cp.asarray(rng.uniform(-8, 8, n).astype(np.float32))
         x = cp.full(n + PAIR_GUARD, np.nan, dtype=cp.float32)  # a read before the producer wrote it gives NaN
+        old = (-source_x - 3).astype(cp.float32)  # or, in the stale run, x's old values
+        if case.get("stale"):
+            x[:n] = old
         y = cp.full(n + PAIR_GUARD, SENTINEL, dtype=cp.float32)
         stamps = cp.asarray(np.array([0, NO_STAMP, PRODUCE_NS, STAGGER_NS, case["seed"] % PRODUCER_BLOCKS],
                                      dtype=np.uint64))
@@ -221,7 +228,8 @@ def _pair_trial(source: str, cases: list, timeout_s: float = 10.0) -> dict:
         wrong = np.flatnonzero(got != want)
         first = int(wrong[0]) if wrong.size else -1
         end, begin = (int(v) for v in stamps.get()[:2])
-        return {"n": n, "block": block, "wrong": int(wrong.size), "nan": int(np.isnan(got).sum()),
+        stale = int((got == 2 * old.get() + np.float32(1)).sum()) if case.get("stale") else 0
+        return {"n": n, "block": block, "wrong": int(wrong.size), "nan": int(np.isnan(got).sum()), "stale": stale,
                 "untouched": int((got == np.float32(SENTINEL)).sum()), "first": first,
                 "got": float(got[first]) if first >= 0 else 0.0, "want": float(want[first]) if first >= 0 else 0.0,
                 "past_end": int((after != np.float32(SENTINEL)).sum()),
@@ -244,8 +252,8 @@ def _pair_trial(source: str, cases: list, timeout_s: float = 10.0) -> dict:
     return {"pairings": found}
 
 
-WAIT_HINT = ("every thread of the consumer must call pdl_wait() before it reads x: before the wait, x may still be "
-             "NaN, the producer's planted stretch of work not yet over")
+WAIT_HINT = ("every thread of the consumer must call pdl_wait() before it reads x: before the wait, x may still hold "
+             "NaN or its old values, the producer's planted stretch of work not yet over")
 
 
 def _data_problem(runs: list[dict], who: str) -> CheckFailed | None:
@@ -257,9 +265,11 @@ def _data_problem(runs: list[dict], who: str) -> CheckFailed | None:
                                hint="write y[i] only for i < n: the last block is only partly inside the array")
         if not r["wrong"]:
             continue
-        detail = (f"{where}: {r['wrong']:,} of {r['n']:,} values of y are wrong ({r['nan']:,} NaN, "
+        stale = r.get("stale", 0)
+        old = f"{stale:,} from x's old values, " if stale else ""
+        detail = (f"{where}: {r['wrong']:,} of {r['n']:,} values of y are wrong ({r['nan']:,} NaN, {old}"
                   f"{r['untouched']:,} never written); first y[{r['first']}] = {r['got']:g}, expected {r['want']:g}")
-        if r["nan"]:
+        if r["nan"] or stale:
             if who == "your producer before the checker's consumer":
                 return CheckFailed(detail, hint="the producer must call launchlab_produce(source, x, n, stamps) in "
                                                 "every thread: it writes x")
