@@ -410,6 +410,27 @@ def test_lab02_exercise3_no_syncs(monkeypatch):
     assert not wrong, "\n".join(wrong)
 
 
+def skip_read_through_cupy(model, loss):
+    import cupy
+
+    if float(cupy.from_dlpack(loss.detach()).get()) > ch02.EXPLODING:  # a copy and a wait PyTorch never sees
+        return False
+    return True
+
+
+@pytest.mark.exercise("02", 3)
+@pytest.mark.gpu
+def test_lab02_exercise3_a_wait_outside_pytorch_fails_on_a_gpu(monkeypatch):
+    """PyTorch's sync debug mode sees only PyTorch's syncs; the spin queued before the loop sees any wait."""
+    if not __import__("torch").cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    verdict = ch02.check_no_syncs(stacked(lambda m, o, b: _loop(m, o, b, skip_read_through_cupy)))
+    assert not verdict and "waited for the GPU" in verdict.detail, verdict
+    right = ch02.check_no_syncs(stacked(lambda m, o, b: _loop(m, o, b, _mask_grads)))
+    assert right, right
+
+
 @pytest.mark.exercise("02", 3)
 @pytest.mark.parametrize("loop, named", [
     (lambda m, o, b: _loop(m, o, b, skip_read_through_tolist), ".tolist()"),

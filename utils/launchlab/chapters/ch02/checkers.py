@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -291,6 +292,21 @@ HOST_HINT = ("keep every value on the device: no .item(), .tolist(), .cpu(), .nu
              "(torch.stack) and skip a step on the device: p.grad.masked_fill_(loss > threshold, 0.0) for every parameter")
 
 
+AHEAD_MS = 500  # the spin queued before your loop on a GPU: far longer than 12 steps take to enqueue
+
+
+def _cycles_for_ms(ms: float) -> int:
+    """GPU clock cycles that torch.cuda._sleep spins for about `ms`, from a timed spin of 10 million cycles."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(10_000_000)
+    end.record()
+    end.synchronize()
+    return int(10_000_000 * ms / max(start.elapsed_time(end), 1e-3))
+
+
 @exercise(3,
           "keep the losses on the device (append the tensor, torch.stack them) and replace the Python `if` on "
           "the loss by a mask on the device: zero every gradient where loss > threshold "
@@ -323,16 +339,34 @@ def check_no_syncs(train_without_syncs: Callable) -> str:
                     "; on a GPU each one waits for the GPU", hint=HOST_HINT)
             return out
         previous = torch.cuda.get_sync_debug_mode()
+        # Room in the allocator's pools first (a cudaMalloc in your loop is no wait of yours), then a spin queued
+        # ahead of your loop: a wait through any library (CuPy, DLPack, a raw copy) that PyTorch's sync debug
+        # mode cannot see would end after it, so the spin must still be running when your loop returns.
+        for size in (64 << 20, 1 << 20):  # one block in each pool, freed at once: the allocator keeps it
+            torch.empty(size, dtype=torch.uint8, device="cuda")
         torch.cuda.synchronize()
+        spin_cycles = _cycles_for_ms(AHEAD_MS)
         torch.cuda.set_sync_debug_mode("error")  # any synchronising call inside the loop raises
         try:
-            return judged(train_without_syncs(model, opt, yours))
+            torch.cuda._sleep(spin_cycles)
+            spun = torch.cuda.Event()
+            spun.record()
+            start = time.perf_counter()
+            out = judged(train_without_syncs(model, opt, yours))
+            host_ms = (time.perf_counter() - start) * 1e3
         except RuntimeError as exc:
             if "synchroniz" in str(exc):
                 raise CheckFailed(f"your loop synchronised with the GPU: {exc}", hint=HOST_HINT) from None
             raise
         finally:
             torch.cuda.set_sync_debug_mode(previous)
+        waited = spun.query()  # the spin already over: your loop's return waited for it
+        torch.cuda.synchronize()
+        if waited:
+            raise CheckFailed(f"your loop waited for the GPU: it returned after {host_ms:.0f} ms, once a {AHEAD_MS} ms "
+                              "kernel queued before it had finished, so something in it read a value back (through "
+                              "PyTorch or another library)", hint=HOST_HINT)
+        return out
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
