@@ -702,7 +702,9 @@ def _barrier_trial(source: str, cases: list, timeout_s: float = 10.0) -> dict:
     sms = device.properties.multiprocessor_count
     stream = device.create_stream()
     count = cp.zeros(1, dtype=cp.uint32)
-    generation = cp.asarray(np.array([random.Random(cases[0]["seed"]).randrange(1 << 16)], dtype=np.uint32))
+    # generation starts a few dozen bumps short of 2**32, so it wraps to 0 during the first launch: a barrier that
+    # waits with `<` on a target one past what it saw releases too soon there.
+    generation = cp.asarray(np.array([(1 << 32) - random.Random(cases[0]["seed"]).randrange(16, 64)], dtype=np.uint32))
     done = []
     for case in cases:  # count and generation carry over: a barrier must leave them ready for the next launch
         block, stages = case["block"], case["stages"]
