@@ -296,15 +296,57 @@ AHEAD_MS = 500  # the spin queued before your loop on a GPU: far longer than 12 
 
 
 def _cycles_for_ms(ms: float) -> int:
-    """GPU clock cycles that torch.cuda._sleep spins for about `ms`, from a timed spin of 10 million cycles."""
+    """GPU clock cycles that torch.cuda._sleep spins for about `ms`, from the fastest of three timed spins."""
     import torch
 
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    torch.cuda._sleep(10_000_000)
-    end.record()
-    end.synchronize()
-    return int(10_000_000 * ms / max(start.elapsed_time(end), 1e-3))
+    torch.cuda._sleep(1_000_000)  # loads the spin kernel and wakes the clocks before anything is timed
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(10_000_000)
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end))
+    return int(10_000_000 * ms / max(best, 1e-3))
+
+
+def _behind_a_spin(train: Callable, model, opt, batches, spin_cycles: int, judged: Callable):
+    """Your loop run behind a queued spin, under sync debug mode: (losses, host ms, spin ms, whether the spin was
+    over when your loop returned)."""
+    import torch
+
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")  # any synchronising call inside the loop raises
+    try:
+        began, spun = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        began.record()
+        torch.cuda._sleep(spin_cycles)
+        spun.record()
+        start = time.perf_counter()
+        out = judged(train(model, opt, batches))
+        host_ms = (time.perf_counter() - start) * 1e3
+    except RuntimeError as exc:
+        if "synchroniz" in str(exc):
+            raise CheckFailed(f"your loop synchronised with the GPU: {exc}", hint=HOST_HINT) from None
+        raise
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+    waited = spun.query()  # the spin already over: your loop's return waited for it
+    torch.cuda.synchronize()
+    return out, host_ms, began.elapsed_time(spun), waited
+
+
+def _load_into(model, opt, fresh_model, fresh_opt) -> None:
+    """Put a fresh problem's weights and optimiser state into the objects your loop is handed, in place."""
+    import torch
+
+    with torch.no_grad():
+        for mine, theirs in zip(model.parameters(), fresh_model.parameters(), strict=True):
+            mine.copy_(theirs)
+            mine.grad = None
+    opt.load_state_dict(fresh_opt.state_dict())
 
 
 @exercise(3,
@@ -329,6 +371,13 @@ def check_no_syncs(train_without_syncs: Callable) -> str:
             raise CheckFailed(f"return the losses as one plain tensor (torch.stack), not a {type(out).__name__}")
         return out.detach().float().clone()
 
+    if device == "cuda":
+        # One untimed run of your loop on a copy of the problem: the first launch of each of its kernels loads it,
+        # and loading a kernel may wait for the GPU, which is not your loop's doing.
+        warm_model, warm_opt, _ = make_problem(device, seed=seed)
+        train_without_syncs(warm_model, warm_opt, [(x.clone(), y.clone()) for x, y in batches])
+        torch.cuda.synchronize()
+
     def run():
         if device != "cuda":  # what the sync debug mode sees on a GPU, read from the calls and operations
             with checking.host_reads() as reads:
@@ -338,7 +387,6 @@ def check_no_syncs(train_without_syncs: Callable) -> str:
                     f"{what} ({n} time{'s' * (n > 1)})" for what, n in reads.most_common()) +
                     "; on a GPU each one waits for the GPU", hint=HOST_HINT)
             return out
-        previous = torch.cuda.get_sync_debug_mode()
         # Room in the allocator's pools first (a cudaMalloc in your loop is no wait of yours), then a spin queued
         # ahead of your loop: a wait through any library (CuPy, DLPack, a raw copy) that PyTorch's sync debug
         # mode cannot see would end after it, so the spin must still be running when your loop returns.
@@ -346,27 +394,21 @@ def check_no_syncs(train_without_syncs: Callable) -> str:
             torch.empty(size, dtype=torch.uint8, device="cuda")
         torch.cuda.synchronize()
         spin_cycles = _cycles_for_ms(AHEAD_MS)
-        torch.cuda.set_sync_debug_mode("error")  # any synchronising call inside the loop raises
-        try:
-            torch.cuda._sleep(spin_cycles)
-            spun = torch.cuda.Event()
-            spun.record()
-            start = time.perf_counter()
-            out = judged(train_without_syncs(model, opt, yours))
-            host_ms = (time.perf_counter() - start) * 1e3
-        except RuntimeError as exc:
-            if "synchroniz" in str(exc):
-                raise CheckFailed(f"your loop synchronised with the GPU: {exc}", hint=HOST_HINT) from None
-            raise
-        finally:
-            torch.cuda.set_sync_debug_mode(previous)
-        waited = spun.query()  # the spin already over: your loop's return waited for it
-        torch.cuda.synchronize()
-        if waited:
-            raise CheckFailed(f"your loop waited for the GPU: it returned after {host_ms:.0f} ms, once a {AHEAD_MS} ms "
-                              "kernel queued before it had finished, so something in it read a value back (through "
-                              "PyTorch or another library)", hint=HOST_HINT)
-        return out
+        for attempt in range(2):
+            out, host_ms, spin_ms, waited = _behind_a_spin(train_without_syncs, model, opt, yours, spin_cycles, judged)
+            if not waited:
+                return out
+            if spin_ms >= AHEAD_MS / 2 or attempt:
+                break
+            # The spin ran short of what was asked (clocks that changed since the calibration): no verdict on you
+            # from it; once more on a fresh copy of the problem, with the spin stretched to what was meant.
+            spin_cycles = int(spin_cycles * AHEAD_MS / max(spin_ms, 1.0))
+            fresh_model, fresh_opt, _ = make_problem(device, seed=seed)
+            _load_into(model, opt, fresh_model, fresh_opt)
+            yours[:] = [(x.clone(), y.clone()) for x, y in batches]
+        raise CheckFailed(f"your loop waited for the GPU: it returned after {host_ms:.0f} ms, once a {spin_ms:.0f} ms "
+                          "kernel queued before it had finished, so something in it read a value back (through "
+                          "PyTorch or another library)", hint=HOST_HINT)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
