@@ -432,6 +432,22 @@ def test_lab02_exercise3_a_wait_outside_pytorch_fails_on_a_gpu(monkeypatch):
 
 
 @pytest.mark.exercise("02", 3)
+def test_lab02_exercise3_a_patched_allclose_does_not_decide(monkeypatch):
+    """Found by a blind learner attack: an answer that sets torch.allclose to always-True and returns zeros."""
+    import torch
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    monkeypatch.setattr(torch, "allclose", torch.allclose)  # put back after the test, whatever the answer does
+
+    def cheat(model, opt, batches):
+        torch.allclose = lambda *args, **kwargs: True
+        return torch.zeros(len(batches))
+
+    verdict = ch02.check_no_syncs(cheat)
+    assert not verdict and "differ from the original loop's from step 0" in verdict.detail, verdict
+
+
+@pytest.mark.exercise("02", 3)
 @pytest.mark.parametrize("loop, named", [
     (lambda m, o, b: _loop(m, o, b, skip_read_through_tolist), ".tolist()"),
     (lambda m, o, b: _loop(m, o, b, skip_read_through_numpy), ".cpu()"),
