@@ -54,6 +54,9 @@ def pytest_collection_modifyitems(items):
     test that names no exercise stays in the serial phase, the safe side."""
     from launchlab import course
 
+    # The one-process test first: every lab's wrong answers then its right ones, whose verdicts the suites' own
+    # tests in the same process then reuse (tests/mutants.py, JUDGED) rather than judging each answer twice.
+    items.sort(key=lambda item: not item.nodeid.startswith("tests/test_one_process.py"))
     for item in items:
         marker = item.get_closest_marker("exercise")
         if marker is None:

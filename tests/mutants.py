@@ -58,6 +58,16 @@ class Suite:
 
 SUITES: list[Suite] = []  # every suite declared at a test module's top level, in import order
 
+# Verdicts the one-process test (tests/test_one_process.py, which the GPU tier runs first) already gave, per
+# (lab, exercise, part, answer): `judge` in the same process reuses them instead of judging each answer again,
+# so the tier judges each GPU answer once. Only a verdict given after every wrong answer of its lab is kept.
+JUDGED: dict[tuple[str, int, str, str], list] = {}
+
+
+def judged_before(lab: str, number: int, part: str, answer: Answer) -> list:
+    """The verdicts this process already gave `answer` in the one-process test (empty when none)."""
+    return JUDGED.get((lab, number, part, answer.name), [])
+
 
 def suite(lab: str, number: int, checker: Callable, answers: list[Answer], call: Callable | None = None,
           part: str = "") -> Suite:
@@ -88,7 +98,8 @@ def judge(lab: str, number: int, checker: Callable, answers: list[Answer], call:
     # Wrong answers first, in one process: a right answer judged after them also shows a checker or a mistake
     # that leaves the GPU, a stream, a capture or a mode in a bad state (as a learner's kernel would meet it).
     for answer in sorted(answers, key=lambda a: a.right):
-        verdicts = [call(checker, answer.fn) if call else checker(answer.fn) for _ in range(trials)]
+        verdicts = judged_before(lab, number, part, answer)[:trials]
+        verdicts += [call(checker, answer.fn) if call else checker(answer.fn) for _ in range(trials - len(verdicts))]
         if answer.right:
             wrong += [f"{answer.name} (right, {answer.kind}) failed: {v.detail}" for v in verdicts if not v][:1]
         else:

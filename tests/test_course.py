@@ -283,3 +283,23 @@ def test_no_learner_module_imports_a_maintainers_package_even_inside_a_function(
                      [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             found += [f"{path.relative_to(root)}:{node.lineno} {n}" for n in names if n.split(".")[0] in refused]
     assert not found, found
+
+
+def test_judge_reuses_the_one_process_verdicts_and_judges_only_the_trials_beyond(monkeypatch):
+    """The GPU tier judges each answer once: a suite's own test reuses what the one-process test gave."""
+    import mutants
+    from launchlab.checking import Verdict
+
+    calls = []
+
+    def checker(fn):
+        calls.append(fn)
+        return Verdict("x", fn(), "judged again")
+
+    answers = [mutants.Answer("the solution", "right", lambda: True)]
+    monkeypatch.setattr(mutants, "JUDGED", {("00", 1, "", "the solution"): [Verdict("x", False, "from before")]})
+    monkeypatch.setattr(mutants, "undeclared", lambda lab, number, answers: [])
+    monkeypatch.setattr(mutants, "TABLE", [])  # this made-up exercise stays out of the run's mutation table
+    wrong = mutants.judge("00", 1, checker, answers, trials=2)
+    assert len(calls) == 1, "the first trial's verdict is the one-process test's; only the second is judged"
+    assert wrong and "from before" in wrong[0], "a verdict reused is judged like one given now"
