@@ -299,7 +299,7 @@ def test_judge_reuses_the_one_process_verdicts_and_judges_only_the_trials_beyond
     answers = [mutants.Answer("the solution", "right", lambda: True)]
     monkeypatch.setattr(mutants, "JUDGED", {("00", 1, "", "the solution"): [Verdict("x", False, "from before")]})
     monkeypatch.setattr(mutants, "undeclared", lambda lab, number, answers: [])
-    monkeypatch.setattr(mutants, "TABLE", [])  # this made-up exercise stays out of the run's mutation table
     wrong = mutants.judge("00", 1, checker, answers, trials=2)
+    del mutants.TABLE[-1]  # this made-up exercise's row stays out of the run's mutation table
     assert len(calls) == 1, "the first trial's verdict is the one-process test's; only the second is judged"
     assert wrong and "from before" in wrong[0], "a verdict reused is judged like one given now"
