@@ -181,7 +181,9 @@ def test_lab10_exercise2_dropout(lenient_checkers):
 def piecewise_answer(bucket_rule: str = "smallest", clone: bool = True, capture_attention: bool = False,
                      eager: bool = False, span_pieces: bool = False, copy_attention: bool = True,
                      fixed_buckets: tuple | None = None, capture_in_run: bool = False, pad: int = 1,
-                     submodules_after: bool = False, cpu: bool = False):
+                     submodules_after: bool = False, cpu: bool = False, side_copy: str = ""):
+    """side_copy: x copied into the static input on a stream of the answer's own, "waited" after a wait_stream
+    on the current stream, "racy" without one."""
     def build_piecewise(model, buckets):
         import torch
 
@@ -259,7 +261,15 @@ def piecewise_answer(bucket_rule: str = "smallest", clone: bool = True, capture_
                     graphs[i + 1].replay()
                 return out[:batch].clone()
             static_x, attended, pieces = sets[bucket]
-            static_x[:batch].copy_(x)
+            if side_copy:
+                side = torch.cuda.Stream()
+                if side_copy == "waited":
+                    side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    static_x[:batch].copy_(x, non_blocking=True)
+                torch.cuda.current_stream().wait_stream(side)
+            else:
+                static_x[:batch].copy_(x)
             if submodules_after:                       # replays before(), then computes after() by hand, eagerly
                 h = static_x
                 for i, (before, q, _, _) in enumerate(pieces):
@@ -297,6 +307,9 @@ PIECEWISE_ANSWERS = [
     Answer("lengths padded with 0", "bad value", piecewise_answer(pad=0)),
     Answer("after() computed from the submodules, eagerly", "structure", piecewise_answer(submodules_after=True)),
     Answer("the rows returned on the CPU", "unit", piecewise_answer(cpu=True)),
+    Answer("x copied on a stream of its own that does not wait for the current one", "method",
+           piecewise_answer(side_copy="racy")),
+    Answer("x copied on a stream of its own after a wait_stream", "right", piecewise_answer(side_copy="waited")),
     Answer("before and after graphs per layer (after the mutants)", "right", piecewise_answer()),
 ]
 SUITE_PIECEWISE = suite("10", 3, ch10.check_piecewise, PIECEWISE_ANSWERS)

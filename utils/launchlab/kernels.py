@@ -1,4 +1,5 @@
-"""A kernel whose duration is known on the GPU itself, shared by the notebooks and the lab checkers."""
+"""Kernels whose duration is known, shared by the notebooks and the lab checkers: a calibrated CuPy spin, and how
+many cycles PyTorch's own spin (torch.cuda._sleep) needs for a given time."""
 
 from __future__ import annotations
 
@@ -54,3 +55,20 @@ class Spinner:
 def spinner() -> Spinner:
     """The process's one calibrated Spinner."""
     return Spinner()
+
+
+def torch_sleep_cycles(ms: float) -> int:
+    """SM clock cycles that torch.cuda._sleep spins for about `ms`, from the fastest of three timed spins."""
+    import torch
+
+    torch.cuda._sleep(1_000_000)  # loads the spin kernel and wakes the clocks before anything is timed
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(10_000_000)
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end))
+    return int(10_000_000 * ms / max(best, 1e-3))

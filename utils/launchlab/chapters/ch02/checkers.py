@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ... import checking, timing, trace
+from ... import checking, kernels, timing, trace
 from ...checking import CheckFailed, exercise, number, require_cuda
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
@@ -295,23 +295,6 @@ HOST_HINT = ("keep every value on the device: no .item(), .tolist(), .cpu(), .nu
 AHEAD_MS = 500  # the spin queued before your loop on a GPU: far longer than 12 steps take to enqueue
 
 
-def _cycles_for_ms(ms: float) -> int:
-    """GPU clock cycles that torch.cuda._sleep spins for about `ms`, from the fastest of three timed spins."""
-    import torch
-
-    torch.cuda._sleep(1_000_000)  # loads the spin kernel and wakes the clocks before anything is timed
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(3):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        torch.cuda._sleep(10_000_000)
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end))
-    return int(10_000_000 * ms / max(best, 1e-3))
-
-
 def _behind_a_spin(train: Callable, model, opt, batches, spin_cycles: int, judged: Callable):
     """Your loop run behind a queued spin, under sync debug mode: (losses, host ms, spin ms, whether the spin was
     over when your loop returned)."""
@@ -398,7 +381,7 @@ def check_no_syncs(train_without_syncs: Callable) -> str:
         for size in (64 << 20, 1 << 20):  # one block in each pool, freed at once: the allocator keeps it
             torch.empty(size, dtype=torch.uint8, device="cuda")
         torch.cuda.synchronize()
-        spin_cycles = _cycles_for_ms(AHEAD_MS)
+        spin_cycles = kernels.torch_sleep_cycles(AHEAD_MS)
         for attempt in range(2):
             out, host_ms, spin_ms, waited = _behind_a_spin(train_without_syncs, model, opt, yours, spin_cycles, judged)
             if not waited:
@@ -425,7 +408,8 @@ def check_no_syncs(train_without_syncs: Callable) -> str:
     if losses.shape != expected.shape:
         raise CheckFailed(f"your loop returned {losses.numel()} losses for {expected.numel()} steps: one per step")
     # Compared as Python floats: a torch.allclose your code patched does not decide the verdict.
-    differs = [i for i, (a, b) in enumerate(zip(losses.tolist(), expected.tolist())) if not _close(a, b, 1e-4, 1e-8)]
+    pairs = zip(losses.tolist(), expected.tolist(), strict=True)  # the shapes are equal: checked just above
+    differs = [i for i, (a, b) in enumerate(pairs) if not _close(a, b, 1e-4, 1e-8)]
     if differs:
         step = differs[0]  # the first step that differs
         raise CheckFailed(f"your losses differ from the original loop's from step {step} on: {losses[step]:.6g} "

@@ -20,7 +20,7 @@ import math
 import random
 from collections.abc import Callable
 
-from ... import checking
+from ... import checking, kernels
 from ...checking import (
     CheckFailed,
     counting_graph_calls,
@@ -389,6 +389,9 @@ def _same_kind(torch, out: object, expected) -> bool:
             and out.device == expected.device)
 
 
+X_LATE_MS = 2.0  # how long each x handed to run() is still being written on the current stream
+
+
 @exercise(3, PIECEWISE_HINT)
 def check_piecewise(build_piecewise: Callable) -> str:
     """Every batch size up to the largest bucket against the eager model, kept until the end; how pieces ran."""
@@ -415,11 +418,18 @@ def check_piecewise(build_piecewise: Callable) -> str:
         kept, order = [], list(range(1, buckets[-1] + 1))
         rng.shuffle(order)
         data = checking.torch_generator("cuda")
+        # Each x reaches run() still being written: NaN first, then its values copied in behind a spin on the
+        # current stream. A copy of x on a stream of your own that does not wait for the current one reads NaN.
+        spin = kernels.torch_sleep_cycles(X_LATE_MS)
         with counting_graph_calls() as calls:
             for batch in order:
-                x = torch.randn(batch, width, device="cuda", generator=data)
+                source = torch.randn(batch, width, device="cuda", generator=data)
                 lengths = [rng.randint(1, model.max_ctx) for _ in range(batch)]
-                expected = model.forward(x, lengths).clone()
+                expected = model.forward(source, lengths).clone()
+                x = torch.full_like(source, float("nan"))
+                torch.cuda.synchronize()  # the NaN is in place before the spin starts
+                torch.cuda._sleep(spin)
+                x.copy_(source)
                 model.notes["eager pieces"].clear()
                 model.notes["attention batch"].clear()
                 model.notes["shortest length"].clear()
@@ -458,6 +468,9 @@ def check_piecewise(build_piecewise: Callable) -> str:
             if at_once is not None and at_once <= 1e-4:
                 hint = ("the answer was right when run returned it and changed after later calls: return a clone "
                         "of the static output; the next replay overwrites it")
+            elif error != error:  # NaN: x's rows read before the current stream had written them
+                hint = ("x was still being written on the current stream when run() was called: copy it into the "
+                        "static input on the current stream, or make your stream wait for it (wait_stream) first")
             raise CheckFailed(f"batch {batch}: differs from the eager model by {error:.3g} (compared after every batch "
                               "size had run)", hint=hint)
     return (f"buckets {buckets}, {layers} layers: batch sizes 1 to {buckets[-1]} match the eager model; pieces "
