@@ -6,6 +6,7 @@ survives) or fails a right one. `tests/conftest.py` prints the table at the end 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -58,15 +59,19 @@ class Suite:
 
 SUITES: list[Suite] = []  # every suite declared at a test module's top level, in import order
 
-# Verdicts the one-process test (tests/test_one_process.py, which the GPU tier runs first) already gave, per
-# (lab, exercise, part, answer): `judge` in the same process reuses them instead of judging each answer again,
-# so the tier judges each GPU answer once. Only a verdict given after every wrong answer of its lab is kept.
+# Verdicts the one-process test (tests/test_one_process.py, which the GPU tier's serial phase runs first) gave,
+# per (lab, exercise, part, answer), wrong answers' and right ones': `judge` in the same process reuses them
+# instead of judging each answer again. Untimed suites run in the parallel phase, in other processes, and are
+# judged there anew.
 JUDGED: dict[tuple[str, int, str, str], list] = {}
 
 
 def judged_before(lab: str, number: int, part: str, answer: Answer) -> list:
-    """The verdicts this process already gave `answer` in the one-process test (empty when none)."""
-    return JUDGED.get((lab, number, part, answer.name), [])
+    """The verdicts this process already gave `answer` in the one-process test: none when a seed or a number of
+    trials is forced (a replay must judge anew), and none that only says the GPU was left broken."""
+    if os.environ.get("LAUNCHLAB_CHECK_SEED") or os.environ.get("LAUNCHLAB_CHECK_TRIALS"):
+        return []
+    return [v for v in JUDGED.get((lab, number, part, answer.name), []) if not v.restart]
 
 
 def suite(lab: str, number: int, checker: Callable, answers: list[Answer], call: Callable | None = None,

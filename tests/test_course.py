@@ -287,6 +287,8 @@ def test_no_learner_module_imports_a_maintainers_package_even_inside_a_function(
 
 def test_judge_reuses_the_one_process_verdicts_and_judges_only_the_trials_beyond(monkeypatch):
     """The GPU tier judges each answer once: a suite's own test reuses what the one-process test gave."""
+    monkeypatch.delenv("LAUNCHLAB_CHECK_SEED", raising=False)
+    monkeypatch.delenv("LAUNCHLAB_CHECK_TRIALS", raising=False)
     import mutants
     from launchlab.checking import Verdict
 
@@ -303,3 +305,8 @@ def test_judge_reuses_the_one_process_verdicts_and_judges_only_the_trials_beyond
     del mutants.TABLE[-1]  # this made-up exercise's row stays out of the run's mutation table
     assert len(calls) == 1, "the first trial's verdict is the one-process test's; only the second is judged"
     assert wrong and "from before" in wrong[0], "a verdict reused is judged like one given now"
+    calls.clear()
+    monkeypatch.setenv("LAUNCHLAB_CHECK_SEED", "7")  # a replay of a seed judges anew
+    mutants.judge("00", 1, checker, answers, trials=2)
+    del mutants.TABLE[-1]
+    assert len(calls) == 2, "under a forced seed nothing is reused"
