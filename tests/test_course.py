@@ -310,3 +310,18 @@ def test_judge_reuses_the_one_process_verdicts_and_judges_only_the_trials_beyond
     mutants.judge("00", 1, checker, answers, trials=2)
     del mutants.TABLE[-1]
     assert len(calls) == 2, "under a forced seed nothing is reused"
+
+
+def test_only_labs_that_time_nothing_are_judged_in_one_process_in_the_parallel_phase(request):
+    """The GPU tier's parallel phase takes a lab's one-process judgement when none of its exercises times anything;
+    a lab with a timed exercise keeps the GPU to itself in the serial phase."""
+    import subprocess
+    import sys
+
+    listed = subprocess.run([sys.executable, "-m", "pytest", "tests/test_one_process.py", "--collect-only", "-q",
+                             "-m", "gpu and concurrent", "-p", "no:cacheprovider"], cwd=request.config.rootpath,
+                            capture_output=True, text=True, timeout=120).stdout
+    parallel = {line.rsplit("[", 1)[1].rstrip("]") for line in listed.splitlines() if "::" in line}
+    untimed = {ch.number for ch in course.chapters()
+               if ch.exercises and ch.needs.gpus <= 1 and not any(ex.timed for ex in ch.exercises)}
+    assert parallel == untimed and "09" not in parallel, (parallel, untimed)
