@@ -354,6 +354,22 @@ def skip_read_through_numpy(model, loss):
     return True
 
 
+def skip_read_through_numpy_dlpack(model, loss):
+    """Found by a blind learner attack: NumPy reads the loss through DLPack, outside PyTorch's own methods."""
+    import numpy as np
+
+    return not float(np.from_dlpack(loss.detach())) > ch02.EXPLODING
+
+
+def skip_read_through_a_raw_pointer(model, loss):
+    """Found by a blind learner attack: the loss's 4 bytes read by ctypes from its data pointer."""
+    import ctypes
+    import struct
+
+    value = struct.unpack("f", ctypes.string_at(loss.detach().data_ptr(), 4))[0]
+    return not value > ch02.EXPLODING
+
+
 def mask_made_on_the_host(model, loss):
     keep = (loss.detach().to("cpu") <= ch02.EXPLODING).to(loss.dtype)  # a copy to the host, and one back
     for p in model.parameters():
@@ -454,7 +470,9 @@ def test_lab02_exercise3_a_patched_allclose_does_not_decide(monkeypatch):
     (lambda m, o, b: _loop(m, o, b, mask_made_on_the_host), ".to('cpu')"),
     (lambda m, o, b: _loop(m, o, b, skip_with_printed_loss), "a tensor printed"),
     (lambda m, o, b: _loop(m, o, b, python_if_on_a_tensor), "bool(t)"),
-], ids=["tolist", "cpu-numpy", "to-cpu", "print", "if"])
+    (lambda m, o, b: _loop(m, o, b, skip_read_through_numpy_dlpack), "a DLPack export"),
+    (lambda m, o, b: _loop(m, o, b, skip_read_through_a_raw_pointer), "t.data_ptr()"),
+], ids=["tolist", "cpu-numpy", "to-cpu", "print", "if", "dlpack", "data-ptr"])
 def test_lab02_exercise3_the_cpu_path_names_each_host_read(monkeypatch, loop, named):
     """With CUDA hidden (the CPU path, on a GPU machine too), each host read is named with the hint to avoid it."""
     import torch

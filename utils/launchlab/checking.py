@@ -637,6 +637,7 @@ HOST_READ_METHODS = {
     "__bool__": "bool(t) (an if or a comparison on a tensor)", "__float__": "float(t)", "__int__": "int(t)",
     "__index__": "a tensor used as a Python index", "__complex__": "complex(t)", "__format__": "a tensor printed",
     "__repr__": "a tensor printed", "__str__": "a tensor printed",
+    "__dlpack__": "a DLPack export (np.from_dlpack, cupy.from_dlpack)", "data_ptr": "t.data_ptr() (a raw pointer)",
 }
 # ATen operations that read a value on the host, wherever they are called from (torch's own code too): a number
 # handed to Python, or an output whose size depends on the values (the GPU must finish before the host knows it).
@@ -691,7 +692,7 @@ def _masked(func, args: tuple) -> bool:
 def host_reads() -> Iterator[Counter]:
     """Count every read of a tensor's value on the host made inside the block, on a CPU as a GPU would see it:
     .item(), float(t), int(t), bool(t) (an `if` on a tensor), .tolist(), .numpy(), np.asarray(t), .cpu(),
-    .to("cpu") (the host named, not a device taken from a tensor), a tensor printed or used as an index, torch.tensor of a list of tensors, and the operations whose
+    .to("cpu") (the host named, not a device taken from a tensor), a tensor printed or used as an index, torch.tensor of a list of tensors, a DLPack export or a raw pointer (another library's read), and the operations whose
     result the host must wait for (torch.equal, .nonzero(), a boolean mask, torch.unique), torch's own included.
     The counts are by what a learner wrote ('.tolist()': 2)."""
     from torch.overrides import TorchFunctionMode
