@@ -464,6 +464,25 @@ def test_lab02_exercise3_a_patched_allclose_does_not_decide(monkeypatch):
 
 
 @pytest.mark.exercise("02", 3)
+@pytest.mark.parametrize("method", ["tolist", "cpu", "flatten"])
+def test_lab02_exercise3_a_patched_tensor_method_does_not_decide(monkeypatch, method):
+    """An answer that makes Tensor.tolist (or .cpu, .flatten) lie and returns zeros still fails."""
+    import torch
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    monkeypatch.setattr(torch.Tensor, method, getattr(torch.Tensor, method))  # put back after the test
+    lies = {"tolist": lambda self: [0.0] * self.numel(), "cpu": lambda self, *a, **k: torch.zeros(12),
+            "flatten": lambda self, *a, **k: torch.zeros(12)}
+
+    def cheat(model, opt, batches):
+        setattr(torch.Tensor, method, lies[method])
+        return torch.zeros(len(batches))
+
+    verdict = ch02.check_no_syncs(cheat)
+    assert not verdict and "differ from the original loop's from step 0" in verdict.detail, verdict
+
+
+@pytest.mark.exercise("02", 3)
 @pytest.mark.parametrize("loop, named", [
     (lambda m, o, b: _loop(m, o, b, skip_read_through_tolist), ".tolist()"),
     (lambda m, o, b: _loop(m, o, b, skip_read_through_numpy), ".cpu()"),

@@ -297,16 +297,25 @@ AHEAD_MS = 500  # the spin queued before your loop on a GPU: far longer than 12 
 
 def _behind_a_spin(train: Callable, model, opt, batches, spin_cycles: int, judged: Callable):
     """Your loop run behind a queued spin, under sync debug mode: (losses, host ms, spin ms, whether the spin was
-    over when your loop returned)."""
+    over when your loop returned). Your batches hold NaN until the spin ends, then their values, written on the
+    current stream: a loop on a stream of its own that does not wait for the current one computes on NaN."""
     import torch
 
+    values = [(x.clone(), y.clone()) for x, y in batches]
+    for x, y in batches:
+        x.fill_(float("nan"))
+        y.fill_(float("nan"))
+    torch.cuda.synchronize()  # the NaN in place before the spin starts
     previous = torch.cuda.get_sync_debug_mode()
     torch.cuda.set_sync_debug_mode("error")  # any synchronising call inside the loop raises
+    began, spun = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     try:
-        began, spun = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         began.record()
         torch.cuda._sleep(spin_cycles)
         spun.record()
+        for (x, y), (x_value, y_value) in zip(batches, values, strict=True):
+            x.copy_(x_value)
+            y.copy_(y_value)
         start = time.perf_counter()
         out = judged(train(model, opt, batches))
         host_ms = (time.perf_counter() - start) * 1e3
@@ -316,9 +325,22 @@ def _behind_a_spin(train: Callable, model, opt, batches, spin_cycles: int, judge
         raise
     finally:
         torch.cuda.set_sync_debug_mode(previous)
-    waited = spun.query()  # the spin already over: your loop's return waited for it
-    torch.cuda.synchronize()
+        waited = spun.query()  # the spin already over: your loop's return waited for it
+        torch.cuda.synchronize()  # the spin never outlives the check, whatever your loop did
     return out, host_ms, began.elapsed_time(spun), waited
+
+
+STREAM_HINT = ("NaN losses on a GPU: most often the loop ran on a stream of its own that did not wait for the "
+               "current one, and read the batches before the current stream had written them; run it on the current "
+               "stream, or call wait_stream first")
+
+
+def _plain_floats(t) -> list[float]:
+    """A tensor's values as Python floats, through PyTorch's C tensor type (which no answer can patch)."""
+    import torch
+
+    base = torch._C.TensorBase
+    return base.tolist(base.flatten(base.cpu(base.detach(t))))
 
 
 def _close(a: float, b: float, rtol: float, atol: float) -> bool:
@@ -386,8 +408,11 @@ def check_no_syncs(train_without_syncs: Callable) -> str:
             out, host_ms, spin_ms, waited = _behind_a_spin(train_without_syncs, model, opt, yours, spin_cycles, judged)
             if not waited:
                 return out
-            if spin_ms >= AHEAD_MS / 2 or attempt:
+            if spin_ms >= AHEAD_MS / 2:
                 break
+            if attempt:  # short twice: the checker cannot tell, and says so rather than blame your loop
+                raise CheckFailed(f"the checker could not judge your loop: its {AHEAD_MS} ms spin ran only "
+                                  f"{spin_ms:.0f} ms on this GPU, twice; run the check again")
             # The spin ran short of what was asked (clocks that changed since the calibration): no verdict on you
             # from it; once more on a fresh copy of the problem, with the spin stretched to what was meant.
             spin_cycles = int(spin_cycles * AHEAD_MS / max(spin_ms, 1.0))
@@ -404,19 +429,23 @@ def check_no_syncs(train_without_syncs: Callable) -> str:
     if syncs:
         raise CheckFailed(f"your loop still reads values back to the host: {syncs} "
                           "(.item(), bool() of a tensor or .tolist() inside the loop)", hint=HOST_HINT)
-    losses = losses.cpu().flatten()
+    # Read through PyTorch's C tensor type, compared as Python floats: a torch.allclose, Tensor.tolist, .cpu or
+    # .flatten your code patched does not decide the verdict.
+    floats = _plain_floats
+    losses = torch._C.TensorBase.flatten(torch._C.TensorBase.cpu(losses))
     if losses.shape != expected.shape:
         raise CheckFailed(f"your loop returned {losses.numel()} losses for {expected.numel()} steps: one per step")
-    # Compared as Python floats: a torch.allclose your code patched does not decide the verdict.
-    pairs = zip(losses.tolist(), expected.tolist(), strict=True)  # the shapes are equal: checked just above
+    pairs = zip(floats(losses), floats(expected), strict=True)  # the shapes are equal: checked just above
     differs = [i for i, (a, b) in enumerate(pairs) if not _close(a, b, 1e-4, 1e-8)]
     if differs:
         step = differs[0]  # the first step that differs
+        nan = any(v != v for v in floats(losses))
         raise CheckFailed(f"your losses differ from the original loop's from step {step} on: {losses[step]:.6g} "
                           f"against {expected[step]:.6g} (the original's loss there, step by step: "
-                          f"{', '.join(f'{v:.4g}' for v in expected[max(step - 1, 0):step + 2].tolist())})")
+                          f"{', '.join(f'{v:.4g}' for v in floats(expected)[max(step - 1, 0):step + 2])})",
+                          hint=STREAM_HINT if nan and device == "cuda" else None)
     for mine, theirs in zip(stepped, ref_model.parameters(), strict=True):
-        pairs = zip(mine.detach().cpu().flatten().tolist(), theirs.detach().cpu().flatten().tolist(), strict=True)
+        pairs = zip(floats(mine), floats(theirs), strict=True)
         if not all(_close(a, b, 1e-4, 1e-6) for a, b in pairs):
             raise CheckFailed("same losses but different final weights: did the exploding step update them?")
     where = ("CUDA sync debug mode found no synchronisation" if device == "cuda" else

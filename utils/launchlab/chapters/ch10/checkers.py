@@ -262,8 +262,15 @@ def check_dropout_graph(capture_dropout: Callable) -> str:
     kept = [m.float().mean().item() for m in first]
     spread = 6 * math.sqrt(p * (1 - p) / n)
     if any(abs(k - (1 - p)) > spread for k in kept):
-        hint = ("you keep each element with probability p; dropout drops with probability p and keeps 1 - p"
-                if all(abs(k - p) <= spread for k in kept) else DROPOUT_HINT)
+        right = [abs(k - (1 - p)) <= spread for k in kept]
+        if all(abs(k - p) <= spread for k in kept):
+            hint = "you keep each element with probability p; dropout drops with probability p and keeps 1 - p"
+        elif any(right):  # right in some replays only: the graph wrote into memory that is no longer its own
+            hint = ("the share was right in some replays and not in others: most often a tensor your graph writes "
+                    "(a mask, a scratch buffer) was made outside the capture and freed when your function returned, "
+                    "so other tensors now share its memory; make it inside the capture, or keep a reference to it")
+        else:
+            hint = DROPOUT_HINT
         raise CheckFailed(f"p = {p}: the replays kept {', '.join(f'{k:.3f}' for k in kept)} of the elements; "
                           f"dropout keeps about {1 - p:.3f}", hint=hint)
     graph.replay()
@@ -469,8 +476,9 @@ def check_piecewise(build_piecewise: Callable) -> str:
                 hint = ("the answer was right when run returned it and changed after later calls: return a clone "
                         "of the static output; the next replay overwrites it")
             elif error != error:  # NaN: x's rows read before the current stream had written them
-                hint = ("x was still being written on the current stream when run() was called: copy it into the "
-                        "static input on the current stream, or make your stream wait for it (wait_stream) first")
+                hint = ("NaN in the output: most often x was read before the current stream had written it (each x "
+                        "reaches run() still being written): copy it into the static input on the current stream, or "
+                        "make your stream wait for it (wait_stream) first")
             raise CheckFailed(f"batch {batch}: differs from the eager model by {error:.3g} (compared after every batch "
                               "size had run)", hint=hint)
     return (f"buckets {buckets}, {layers} layers: batch sizes 1 to {buckets[-1]} match the eager model; pieces "
