@@ -165,6 +165,25 @@ DROPOUT_ANSWERS = [
     Answer("torch.rand from the generator, returned as a list (after the mutants)", "right",
            dropout_answer(as_list=True)),
 ]
+
+
+def dropout_into_a_freed_buffer(x, p, generator):
+    """Found by a blind learner attack: the mask drawn in place into a buffer made before the capture and dropped
+    when the function returns, so other tensors come to share the memory each replay writes."""
+    import torch
+
+    keep, out = torch.empty_like(x), torch.empty_like(x)
+    graph = torch.cuda.CUDAGraph()
+    graph.register_generator_state(generator)
+    with torch.cuda.graph(graph):
+        keep.bernoulli_(1 - p, generator=generator)
+        torch.mul(x, keep, out=out)
+        out.mul_(1.0 / (1.0 - p))
+    return graph, out
+
+
+DROPOUT_ANSWERS.insert(-1, Answer("the mask drawn into a buffer freed when the function returns", "structure",
+                                  dropout_into_a_freed_buffer))
 SUITE_DROPOUT = suite("10", 2, ch10.check_dropout_graph, DROPOUT_ANSWERS)
 
 
@@ -173,6 +192,9 @@ SUITE_DROPOUT = suite("10", 2, ch10.check_dropout_graph, DROPOUT_ANSWERS)
 def test_lab10_exercise2_dropout(lenient_checkers):
     wrong = judge(SUITE_DROPOUT.lab, SUITE_DROPOUT.number, SUITE_DROPOUT.checker, SUITE_DROPOUT.answers)
     assert not wrong, "\n".join(wrong)
+    for _ in range(3):  # whatever the allocator did before, the freed buffer is found
+        verdict = ch10.check_dropout_graph(dropout_into_a_freed_buffer)
+        assert not verdict and "memory it no longer owns" in verdict.detail, verdict
 
 
 # ---- exercise 3: piecewise graphs per bucket --------------------------------------------------------------------

@@ -228,6 +228,61 @@ def _masks(torch, graph, out, replays: int) -> list:
     return found
 
 
+FREED_LIMIT = 64 << 20  # the largest free block the freed-memory check fills (a scratch buffer is far smaller)
+FREED_TOTAL = 256 << 20  # and at most this much in all, read back through pinned host memory
+CANARY = 0xA5
+
+
+class _RawBytes:
+    """A CUDA array interface over `size` bytes at `address`: a torch view of memory without allocating any."""
+
+    def __init__(self, address: int, size: int):
+        self.__cuda_array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (address, False), "version": 3}
+
+
+def _free_blocks(torch) -> list[tuple[int, int]]:
+    """(address, size) of each free block the caching allocator holds outside graph pools, up to FREED_LIMIT."""
+    found = []
+    for segment in torch.cuda.memory_snapshot():
+        if tuple(segment.get("segment_pool_id", (0, 0))) != (0, 0):  # a graph's private pool: its own memory
+            continue
+        address = segment["address"]
+        for block in segment["blocks"]:
+            address = block.get("address", address)
+            if block["state"] == "inactive" and block["size"] <= FREED_LIMIT:
+                found.append((address, block["size"]))
+            address += block["size"]
+    return found
+
+
+def _freed_memory_written(torch, graph, replays: int = 2) -> int:
+    """Bytes of the allocator's free blocks that `replays` replays of `graph` changed: each free block is filled
+    with a canary first (through views that allocate nothing), and read back into pinned host memory after."""
+    import gc
+
+    gc.collect()  # what your function dropped is freed now, not at some later collection
+    torch.cuda.synchronize()
+    blocks, total = [], 0
+    for address, size in sorted(_free_blocks(torch), key=lambda block: block[1]):  # smallest first, up to a cap
+        if total + size > FREED_TOTAL:
+            break
+        blocks.append((address, size))
+        total += size
+    views = [torch.as_tensor(_RawBytes(address, size), device="cuda") for address, size in blocks]
+    backs = [torch.empty(size, dtype=torch.uint8, pin_memory=True) for _, size in blocks]
+    for view in views:
+        view.fill_(CANARY)
+    torch.cuda.synchronize()
+    for _ in range(replays):
+        graph.replay()
+    torch.cuda.synchronize()
+    changed = 0
+    for view, back in zip(views, backs, strict=True):
+        back.copy_(view)
+        changed += int((back != CANARY).sum())
+    return changed
+
+
 @exercise(2, DROPOUT_HINT)
 def check_dropout_graph(capture_dropout: Callable) -> str:
     """Replays of your graph: new masks, the right share and scale, driven by the given generator and input."""
@@ -248,6 +303,13 @@ def check_dropout_graph(capture_dropout: Callable) -> str:
     if not isinstance(out, torch.Tensor) or out.shape != x.shape or not out.is_cuda:
         raise CheckFailed(f"out should be a CUDA tensor shaped like x {tuple(x.shape)}, not "
                           f"{type(out).__name__} {tuple(getattr(out, 'shape', ()))}")
+    written = _freed_memory_written(torch, graph)
+    if written:
+        raise CheckFailed(f"your graph wrote {written:,} bytes into memory it no longer owns: a tensor it writes was made "
+                          "outside the capture and freed when your function returned, so the allocator hands that memory "
+                          "to other tensors, which every replay then overwrites",
+                          hint="make every tensor the graph writes inside the capture (the graph's pool keeps it), or "
+                               "keep a reference to it for as long as the graph lives")
     seed_a, seed_b = rng.randrange(1 << 30), rng.randrange(1 << 30)
     generator.manual_seed(seed_a)
     first = _masks(torch, graph, out, 4)
