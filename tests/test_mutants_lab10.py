@@ -203,9 +203,12 @@ def test_lab10_exercise2_dropout(lenient_checkers):
 def piecewise_answer(bucket_rule: str = "smallest", clone: bool = True, capture_attention: bool = False,
                      eager: bool = False, span_pieces: bool = False, copy_attention: bool = True,
                      fixed_buckets: tuple | None = None, capture_in_run: bool = False, pad: int = 1,
-                     submodules_after: bool = False, cpu: bool = False, side_copy: str = ""):
+                     submodules_after: bool = False, cpu: bool = False, side_copy: str = "",
+                     side_attention: str = "", side_clone: str = ""):
     """side_copy: x copied into the static input on a stream of the answer's own, "waited" after a wait_stream
-    on the current stream, "racy" without one."""
+    on the current stream, "racy" without one; side_attention: attention on a stream of its own (after waiting for
+    before()), the after() replay "waited" for it or "racy"; side_clone: the output cloned on a stream of its own,
+    "waited" for the replay or "racy"."""
     def build_piecewise(model, buckets):
         import torch
 
@@ -303,12 +306,27 @@ def piecewise_answer(bucket_rule: str = "smallest", clone: bool = True, capture_
             for i, (before, q, after, _) in enumerate(pieces):
                 if before is not None:
                     before.replay()
-                    if copy_attention:
+                    if side_attention:
+                        helper = torch.cuda.Stream()
+                        helper.wait_stream(torch.cuda.current_stream())
+                        with torch.cuda.stream(helper):
+                            attended.copy_(model.attention(i, q, padded))
+                        if side_attention == "waited":
+                            torch.cuda.current_stream().wait_stream(helper)
+                    elif copy_attention:
                         attended.copy_(model.attention(i, q, padded))
                 after.replay()
             out = pieces[-1][3][:batch]
             if cpu:
                 return out.cpu()
+            if side_clone:
+                helper = torch.cuda.Stream()
+                if side_clone == "waited":
+                    helper.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(helper):
+                    kept = out.clone()
+                torch.cuda.current_stream().wait_stream(helper)
+                return kept
             return out.clone() if clone else out
         return run
     return build_piecewise
@@ -332,6 +350,14 @@ PIECEWISE_ANSWERS = [
     Answer("x copied on a stream of its own that does not wait for the current one", "method",
            piecewise_answer(side_copy="racy")),
     Answer("x copied on a stream of its own after a wait_stream", "right", piecewise_answer(side_copy="waited")),
+    Answer("attention on a stream of its own that after()'s replay does not wait for", "method",
+           piecewise_answer(side_attention="racy")),
+    Answer("attention on a stream of its own, waited for before after()'s replay", "right",
+           piecewise_answer(side_attention="waited")),
+    Answer("the output cloned on a stream of its own that does not wait for the replay", "method",
+           piecewise_answer(side_clone="racy")),
+    Answer("the output cloned on a stream of its own after a wait_stream", "right",
+           piecewise_answer(side_clone="waited")),
     Answer("before and after graphs per layer (after the mutants)", "right", piecewise_answer()),
 ]
 SUITE_PIECEWISE = suite("10", 3, ch10.check_piecewise, PIECEWISE_ANSWERS)

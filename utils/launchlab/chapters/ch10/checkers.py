@@ -389,7 +389,11 @@ class PiecewiseModel:
         self.k = torch.randn(layers, max_batch, max_ctx, width, device="cuda") / 4
         self.v = torch.randn(layers, max_batch, max_ctx, width, device="cuda") / 4
         self.notes: dict[str, list] = {"eager pieces": [], "captured attention": 0, "attention batch": [],
-                                       "shortest length": []}
+                                       "shortest length": [], "attention streams": set()}
+        # Set by the checker: a spin captured at the start of every after() graph, so its output is written late,
+        # and one queued before each eager attention while serving, so attention's output is written late. An
+        # answer whose other stream reads either without waiting for it then reads the previous batch's values.
+        self.after_spin, self.attention_spin = 0, 0
         for name in ("norm1", "norm2", "qkv", "proj", "mlp"):          # the pieces' parts, called directly too
             for module in getattr(self, name):
                 module.register_forward_pre_hook(lambda module, args, name=name: self._note(name))
@@ -414,6 +418,9 @@ class PiecewiseModel:
         else:
             self.notes["attention batch"].append(q.shape[0])
             self.notes["shortest length"].append(min(lengths))
+            self.notes["attention streams"].add(torch.cuda.current_stream().cuda_stream)
+            if self.attention_spin:
+                torch.cuda._sleep(self.attention_spin)
         b, span, h = q.shape[0], max(lengths), self.heads
         if len(lengths) != b:
             raise ValueError(f"attention got {len(lengths)} lengths for {b} rows: give one length per row (pad)")
@@ -426,6 +433,8 @@ class PiecewiseModel:
     def after(self, i: int, x, attended):
         """Layer i's part after attention: the projection and the MLP, with their residuals."""
         self._note("after")
+        if self.after_spin and _torch().cuda.is_current_stream_capturing():
+            _torch().cuda._sleep(self.after_spin)
         x = x + self.proj[i](attended)
         return x + self.mlp[i](self.norm2[i](x))
 
@@ -459,6 +468,7 @@ def _same_kind(torch, out: object, expected) -> bool:
 
 
 X_LATE_MS = 2.0  # how long each x handed to run() is still being written on the current stream
+PIECE_LATE_MS = 0.5  # how late each after() replay and each eager attention write their outputs
 
 
 @exercise(3, PIECEWISE_HINT)
@@ -471,6 +481,8 @@ def check_piecewise(build_piecewise: Callable) -> str:
     width = heads * rng.choice((16, 24))
     with _no_tf32(), torch.no_grad():
         model = PiecewiseModel(layers, width, heads, max_ctx=96, max_batch=buckets[-1], seed=rng.randrange(1 << 30))
+        spin = kernels.torch_sleep_cycles(X_LATE_MS)
+        model.after_spin = int(spin * PIECE_LATE_MS / X_LATE_MS)
         with counting_graph_calls() as built:
             run = build_piecewise(model, buckets)
         if not callable(run):
@@ -484,12 +496,13 @@ def check_piecewise(build_piecewise: Callable) -> str:
                               "lengths of the batch, so a graph would replay the lengths it saw at capture",
                               hint="leave model.attention out of every graph; run it eagerly between the pieces")
         model.notes["eager pieces"].clear()
+        model.notes["attention streams"].clear()  # warm-ups on a stream of your own are right
         kept, order = [], list(range(1, buckets[-1] + 1))
         rng.shuffle(order)
         data = checking.torch_generator("cuda")
         # Each x reaches run() still being written: NaN first, then its values copied in behind a spin on the
         # current stream. A copy of x on a stream of your own that does not wait for the current one reads NaN.
-        spin = kernels.torch_sleep_cycles(X_LATE_MS)
+        caller = torch.cuda.current_stream().cuda_stream
         with counting_graph_calls() as calls:
             for batch in order:
                 source = torch.randn(batch, width, device="cuda", generator=data)
@@ -503,7 +516,11 @@ def check_piecewise(build_piecewise: Callable) -> str:
                 model.notes["attention batch"].clear()
                 model.notes["shortest length"].clear()
                 replays_before = calls["replays"]
-                out = run(x, lengths)
+                model.attention_spin = model.after_spin
+                try:
+                    out = run(x, lengths)
+                finally:
+                    model.attention_spin = 0
                 if model.notes["eager pieces"]:
                     raise CheckFailed(f"batch {batch}: before()/after() ran eagerly "
                                       f"{len(model.notes['eager pieces'])} times: run() must replay them",
@@ -537,10 +554,16 @@ def check_piecewise(build_piecewise: Callable) -> str:
             if at_once is not None and at_once <= 1e-4:
                 hint = ("the answer was right when run returned it and changed after later calls: return a clone "
                         "of the static output; the next replay overwrites it")
+            elif model.notes["attention streams"] - {caller}:
+                hint = ("attention ran on a stream of your own: after()'s replay read its output before that stream "
+                        "had written it; make the current stream wait for yours (wait_stream) before the replay")
             elif error != error:  # NaN: x's rows read before the current stream had written them
                 hint = ("NaN in the output: most often x was read before the current stream had written it (each x "
                         "reaches run() still being written): copy it into the static input on the current stream, or "
                         "make your stream wait for it (wait_stream) first")
+            else:
+                hint = (PIECEWISE_HINT + "; if part of run() is on a stream of your own, each stream must wait "
+                        "(wait_stream) for the other's writes before it reads them, the returned clone included")
             raise CheckFailed(f"batch {batch}: differs from the eager model by {error:.3g} (compared after every batch "
                               "size had run)", hint=hint)
     return (f"buckets {buckets}, {layers} layers: batch sizes 1 to {buckets[-1]} match the eager model; pieces "
