@@ -433,9 +433,9 @@ class PiecewiseModel:
     def after(self, i: int, x, attended):
         """Layer i's part after attention: the projection and the MLP, with their residuals."""
         self._note("after")
-        if self.after_spin and _torch().cuda.is_current_stream_capturing():
-            _torch().cuda._sleep(self.after_spin)
         x = x + self.proj[i](attended)
+        if self.after_spin and _torch().cuda.is_current_stream_capturing():  # attended read first, output late
+            _torch().cuda._sleep(self.after_spin)
         return x + self.mlp[i](self.norm2[i](x))
 
     def forward(self, x, lengths: list[int]):
