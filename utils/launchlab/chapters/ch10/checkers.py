@@ -419,8 +419,6 @@ class PiecewiseModel:
             self.notes["attention batch"].append(q.shape[0])
             self.notes["shortest length"].append(min(lengths))
             self.notes["attention streams"].add(torch.cuda.current_stream().cuda_stream)
-            if self.attention_spin:
-                torch.cuda._sleep(self.attention_spin)
         b, span, h = q.shape[0], max(lengths), self.heads
         if len(lengths) != b:
             raise ValueError(f"attention got {len(lengths)} lengths for {b} rows: give one length per row (pad)")
@@ -428,6 +426,8 @@ class PiecewiseModel:
         k = self.k[i, :b, :span].reshape(b, span, h, -1).transpose(1, 2)
         v = self.v[i, :b, :span].reshape(b, span, h, -1).transpose(1, 2)
         mask = torch.arange(span, device=q.device)[None, :] < torch.tensor(lengths, device=q.device)[:, None]
+        if self.attention_spin and not torch.cuda.is_current_stream_capturing():
+            torch.cuda._sleep(self.attention_spin)  # after the lengths' copy, which waits for the host: output late
         return F.scaled_dot_product_attention(query, k, v, attn_mask=mask[:, None, None, :]).reshape(b, self.width)
 
     def after(self, i: int, x, attended):
