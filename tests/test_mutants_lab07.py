@@ -570,3 +570,71 @@ def test_lab07_exercise4_attribute_idle(monkeypatch, capsys):
                   trials=2)
     capsys.readouterr()
     assert not wrong, "\n".join(wrong)
+
+
+# ---- exercise 5: attention over the filled cache only ---------------------------------------------------------
+
+
+def filled_answer(**mistake):
+    """The Triton kernel of tests/filled_kernels.py with one planted mistake (or none)."""
+
+    def filled_attention(q, k_cache, v_cache, pos):
+        from filled_kernels import filled
+
+        return filled(q, k_cache, v_cache, pos, **mistake)
+
+    return filled_attention
+
+
+def masked_whole_cache(q, k_cache, v_cache, pos):
+    import torch.nn.functional as F
+
+    mask = torch.arange(k_cache.shape[2], device=q.device)[None, :] <= pos[:, None]
+    return F.scaled_dot_product_attention(q[:, :, None], k_cache, v_cache, attn_mask=mask[:, None, None],
+                                          enable_gqa=True)[:, :, 0]
+
+
+def zeroed_then_masked(q, k_cache, v_cache, pos):
+    """The values are right; every slot is still read."""
+    past = (torch.arange(k_cache.shape[2], device=q.device)[None, :] > pos[:, None])[:, None, :, None]
+    return masked_whole_cache(q, torch.where(past, 0.0, k_cache), torch.where(past, 0.0, v_cache), pos)
+
+
+def sliced_on_host(q, k_cache, v_cache, pos):
+    import torch.nn.functional as F
+
+    rows = []
+    for b in range(q.shape[0]):
+        n = int(pos[b]) + 1
+        rows.append(F.scaled_dot_product_attention(q[b, :, None], k_cache[b, :, :n], v_cache[b, :, :n],
+                                                   enable_gqa=True)[:, 0])
+    return torch.stack(rows)
+
+
+FILLED_ANSWERS = [
+    Answer("masked attention over the whole cache", "classic", masked_whole_cache),
+    Answer("the whole cache read, the slots past pos zeroed first", "method", zeroed_then_masked),
+    Answer("the cache sliced to pos on the host", "classic", sliced_on_host),
+    Answer("slots 0..pos-1, pos left out", "bad value", filled_answer(include_pos=False)),
+    Answer("KV head h % Hkv", "bad value", filled_answer(modulo=True)),
+    Answer("one position for the whole batch", "method", filled_answer(first_pos=True)),
+    Answer("no 1/sqrt(D) scale", "bad value", filled_answer(scaled=False)),
+    Answer("the kernel, blocks of 16", "right", filled_answer(block_t=16)),
+    Answer("one program per (sequence, query head), blocks of 64", "right", filled_answer()),
+]
+SUITE_FILLED = suite("07", 5, ch07.check_filled_attention, FILLED_ANSWERS)
+
+
+@pytest.mark.exercise("07", 5)
+@pytest.mark.gpu
+def test_lab07_exercise5_filled_attention(monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    wrong = judge(SUITE_FILLED.lab, SUITE_FILLED.number, SUITE_FILLED.checker, SUITE_FILLED.answers)
+    masked, zeroed, host, short = (ch07.check_filled_attention(f) for f in (
+        masked_whole_cache, zeroed_then_masked, sliced_on_host, filled_answer(include_pos=False)))
+    capsys.readouterr()
+    assert not wrong, "\n".join(wrong)
+    assert "past its pos" in masked.detail and "0 * NaN" in masked.hint
+    assert "whatever the position" in zeroed.detail and "still reads them" in zeroed.hint
+    assert "back to the host" in host.detail and "keep pos on the GPU" in host.hint
+    assert "pos included" in short.hint

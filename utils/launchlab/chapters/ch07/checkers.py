@@ -23,7 +23,8 @@ from ...checking import (
 )
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
-__all__ = ["check_attribute_idle", "check_capture_loop", "check_capture_step", "check_static_cache"]
+__all__ = ["check_attribute_idle", "check_capture_loop", "check_capture_step", "check_filled_attention",
+           "check_static_cache"]
 
 LAB_CONFIG = decoder.DecoderConfig(layers=4, width=256, heads=4, vocab=1024, max_len=64, batch=2)
 STEPS = 32
@@ -421,3 +422,170 @@ def check_attribute_idle(attribute_idle: Callable) -> str:
             raise CheckFailed("busy + host wait + GPU gap must add up to the window")
     return (f"{len(cases)} cases right, unsorted, with overlaps, late launches, work queued ahead, kernels "
             "starting together and windows cutting through kernels")
+
+
+# ---- exercise 5: attention over the filled cache only ---------------------------------------------------------
+
+FILLED_HINT = ("one program per (sequence, query head): load that sequence's pos from GPU memory, walk slots "
+               "0..pos in blocks with an online softmax (running maximum and sum), load with a mask so no slot past "
+               "pos is ever read, and read KV head h // (Hq // Hkv); never turn pos into a Python number")
+FILLED_FLAT = 3.0   # a sequence at its first slots must take under a third of the time of one that fills the cache
+
+
+def _masked_reference(q, k, v, pos):
+    """Attention of q [B, Hq, D] over slots 0..pos[b] of k, v [B, Hkv, T, D], in float32, the rest masked."""
+    import torch
+    import torch.nn.functional as F
+
+    mask = torch.arange(k.shape[2], device=q.device)[None, :] <= pos[:, None]          # [B, T]
+    return F.scaled_dot_product_attention(q.float()[:, :, None], k.float(), v.float(), attn_mask=mask[:, None, None],
+                                          enable_gqa=True)[:, :, 0]
+
+
+def _poisoned(k, v, pos):
+    """Copies of k and v with every slot past each sequence's pos set to NaN."""
+    import torch
+
+    past = torch.arange(k.shape[2], device=k.device)[None, :] > pos[:, None]           # [B, T]
+    k, v = k.clone(), v.clone()
+    k[past[:, None, :, None].expand_as(k)] = float("nan")
+    v[past[:, None, :, None].expand_as(v)] = float("nan")
+    return k, v
+
+
+def _attend(attention: Callable, q, k, v, pos, what: str):
+    """Your attention once, in sync debug mode: a read of pos back to the host fails with a clear message."""
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        return attention(q, k, v, pos)
+    except RuntimeError as exc:
+        if "synchroniz" not in str(exc):
+            raise
+        raise CheckFailed(f"{what}: your attention read pos back to the host ({str(exc).splitlines()[0]})",
+                          hint="keep pos on the GPU: pass the tensor to your kernel and tl.load it there; .item(), "
+                               "int(pos), .tolist() and slicing by pos wait for the GPU, and a graph would keep "
+                               "the length it saw") from None
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+
+def _replay_ms(graph, pos, value: int, replays: int = 20) -> float:
+    """Median over 3 rounds of one replay's GPU time, with every sequence at slot `value`."""
+    import torch
+
+    pos.fill_(value)
+    graph.replay()
+    samples = []
+    for _ in range(3):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(replays):
+            graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / replays)
+    return statistics.median(samples)
+
+
+@exercise(5, FILLED_HINT)
+def check_filled_attention(filled_attention: Callable) -> str:
+    """Equal to masked attention at positions that start, end and cross blocks, each sequence its own; no slot
+    past pos read (they hold NaN); no host read of pos; one captured graph serves every position; a sequence at
+    its first slots takes under a third of the time of one that fills a long cache."""
+    require_cuda("attention in a Triton kernel")
+    import torch
+
+    rng = checking.rng()
+    gen = torch.Generator().manual_seed(rng.randrange(1 << 30))
+    kv_heads = rng.choice((2, 4))              # at least two, so h % Hkv and h // (Hq // Hkv) pick different heads
+    heads = kv_heads * rng.choice((2, 4))
+    dim, slots, batch = rng.choice((16, 32, 64)), rng.randrange(90, 200), rng.choice((2, 3))
+    q = torch.randn(batch, heads, dim, generator=gen).cuda()
+    k = torch.randn(batch, kv_heads, slots, dim, generator=gen).cuda()
+    v = torch.randn(batch, kv_heads, slots, dim, generator=gen).cuda()
+    edges = sorted({0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, slots - 1, rng.randrange(slots)} & set(range(slots)))
+    tolerance = 1e-4 * dim ** 0.5
+    pos = torch.zeros(batch, dtype=torch.long, device="cuda")
+    draws = []
+    for p in edges:                             # each sequence its own position: this one, and two others
+        draws.append([p] + [rng.randrange(slots) for _ in range(batch - 1)])
+        rng.shuffle(draws[-1])
+    for where in draws:
+        pos.copy_(torch.tensor(where))
+        k_in, v_in = _poisoned(k, v, pos)
+        got = _attend(filled_attention, q, k_in, v_in, pos, f"positions {where}")
+        want = _masked_reference(q, k, v, pos)
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape) or not got.is_cuda:
+            raise CheckFailed(f"positions {where}: return y shaped {tuple(want.shape)} on the GPU, not "
+                              f"{type(got).__name__} {tuple(getattr(got, 'shape', ()))}")
+        bad = got.float().isnan().any(dim=(1, 2))
+        if bad.any():
+            b = int(bad.nonzero()[0])
+            clean = _attend(filled_attention, q, k, v, pos, f"positions {where}")
+            if clean.float()[b].isnan().any():
+                raise CheckFailed(f"positions {where}: sequence {b} (pos {where[b]}) gives NaN even with no NaN in the "
+                                  "cache: a softmax over no slots is 0 / 0",
+                                  hint="attend over slots 0..pos, pos included: at pos 0 the one filled slot is slot 0")
+            raise CheckFailed(f"positions {where} in a cache of {slots} slots: NaN in sequence {b}'s output: your "
+                              f"attention read slots past its pos ({where[b]}), which hold NaN here",
+                              hint="load with a mask (mask=t <= pos) so a slot past pos is never read: a masked "
+                                   "softmax still multiplies what it loads by zero, and 0 * NaN is NaN")
+        error = (got.float() - want).abs().amax(dim=(1, 2))
+        if not bool((error <= tolerance).all()):
+            b = int((~(error <= tolerance)).nonzero()[0])
+            raise CheckFailed(f"positions {where}: sequence {b} (pos {where[b]}) differs from attention over slots "
+                              f"0..{where[b]} by {float(error[b]):.3g}")
+    # One graph for every position: pos changed in place between replays.
+    static_q, static_k, static_v = q.clone(), k.clone(), v.clone()
+    pos.fill_(edges[0])
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            static_y = filled_attention(static_q, static_k, static_v, pos)
+    except RuntimeError as exc:
+        raise CheckFailed(f"capturing your attention failed: {str(exc).splitlines()[0]}", hint=FILLED_HINT) from None
+    for where in draws:
+        pos.copy_(torch.tensor(where))
+        graph.replay()
+        error = (static_y.float() - _masked_reference(q, k, v, pos)).abs().max().item()
+        if not error <= tolerance:
+            raise CheckFailed(f"one captured graph, positions changed to {where}: differs by {error:.3g}: the "
+                              "graph kept the length it saw at capture", hint=FILLED_HINT)
+    # A long cache in bfloat16: right values far past the short cache's slots, in q's dtype; then the bytes read
+    # follow the position, timed in a graph at the first slots against all of them.
+    long_slots = 65536
+    qq = torch.randn(2, 32, 64, device="cuda", dtype=torch.bfloat16)
+    kk, vv = (torch.randn(2, 8, long_slots, 64, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    long_pos = torch.tensor([long_slots - 1, rng.randrange(long_slots // 4, long_slots - 1)], device="cuda")
+    where = long_pos.tolist()
+    got = _attend(filled_attention, qq, kk, vv, long_pos, f"a cache of {long_slots} slots, positions {where}")
+    if not isinstance(got, torch.Tensor) or got.dtype != qq.dtype or tuple(got.shape) != tuple(qq.shape):
+        raise CheckFailed(f"a bfloat16 cache of {long_slots} slots: return y shaped {tuple(qq.shape)} in q's dtype "
+                          f"(torch.bfloat16), not {getattr(got, 'dtype', type(got).__name__)} "
+                          f"{tuple(getattr(got, 'shape', ()))}", hint="allocate y like q (torch.empty_like(q)) and "
+                          "store into it; accumulate in float32 inside the kernel")
+    want = _masked_reference(qq, kk, vv, long_pos)
+    error = (got.float() - want).abs().max().item()
+    if not error <= 0.05 * want.abs().max().item() + 1e-3:
+        raise CheckFailed(f"a bfloat16 cache of {long_slots} slots, positions {where}: differs from attention over "
+                          f"slots 0..pos by {error:.3g} (the answer's largest value is {want.abs().max().item():.3g})",
+                          hint="walk every filled block, up to pos however long the cache: no fixed number of blocks "
+                               "and no window")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        filled_attention(qq, kk, vv, long_pos)
+    short_ms, full_ms = _replay_ms(graph, long_pos, 63), _replay_ms(graph, long_pos, long_slots - 1)
+    if not short_ms * FILLED_FLAT < full_ms:
+        raise CheckFailed(f"a cache of {long_slots} slots: {short_ms * 1e3:.1f} us a call at pos 63 against "
+                          f"{full_ms * 1e3:.1f} us at pos {long_slots - 1} ({full_ms / short_ms:.1f}x): your attention "
+                          "takes about as long whatever the position, so it reads the whole cache",
+                          hint="loop only over the blocks up to pos (range(0, pos + 1, BLOCK)): zeroing or masking "
+                               "the slots past pos still reads them")
+    return (f"{len(draws)} position sets of {slots} slots, {heads} query heads on {kv_heads} KV heads, each sequence "
+            f"its own pos: equal to masked attention, no slot past pos read, no host read, one graph for every "
+            f"position; {long_slots} slots: {short_ms * 1e3:.1f} us at pos 63 against {full_ms * 1e3:.1f} us full "
+            f"({full_ms / short_ms:.0f}x)")
