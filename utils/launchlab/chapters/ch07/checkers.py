@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 
 from ... import checking, decoder, trace
@@ -458,7 +459,9 @@ def _attend(attention: Callable, q, k, v, pos, what: str):
     import torch
 
     torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
+    with warnings.catch_warnings():  # PyTorch's note that the mode is a prototype, once per process: not yours
+        warnings.filterwarnings("ignore", message="Synchronization debug mode")
+        torch.cuda.set_sync_debug_mode("error")
     try:
         return attention(q, k, v, pos)
     except RuntimeError as exc:
@@ -582,10 +585,10 @@ def check_filled_attention(filled_attention: Callable) -> str:
     if not short_ms * FILLED_FLAT < full_ms:
         raise CheckFailed(f"a cache of {long_slots} slots: {short_ms * 1e3:.1f} us a call at pos 63 against "
                           f"{full_ms * 1e3:.1f} us at pos {long_slots - 1} ({full_ms / short_ms:.1f}x): your attention "
-                          "takes about as long whatever the position, so it reads the whole cache",
+                          "takes about as long whatever the position, so it reads (or walks) the whole cache",
                           hint="loop only over the blocks up to pos (range(0, pos + 1, BLOCK)): zeroing or masking "
                                "the slots past pos still reads them")
     return (f"{len(draws)} position sets of {slots} slots, {heads} query heads on {kv_heads} KV heads, each sequence "
-            f"its own pos: equal to masked attention, no slot past pos read, no host read, one graph for every "
+            f"its own pos: equal to masked attention, no NaN from the slots past pos, no host read, one graph for every "
             f"position; {long_slots} slots: {short_ms * 1e3:.1f} us at pos 63 against {full_ms * 1e3:.1f} us full "
             f"({full_ms / short_ms:.0f}x)")
