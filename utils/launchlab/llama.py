@@ -4,7 +4,8 @@ only the filled cache.
 
 Everything a step needs lives in tensors of fixed shape and address (the caches, the position, the rotary table),
 so a step can be compiled without graph breaks and captured into one CUDA graph, as the toy decoder's can
-(`launchlab.decoder`). The toy is launch-bound; this one is bound by reading its 2.5 GB of weights per token.
+(`launchlab.decoder`). Launched from the host it is launch-bound too; in one graph it is bound by reading its
+2.5 GB of weights per token.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ class LlamaConfig:
 
 
 LLAMA_3_2_1B = LlamaConfig()  # the published shape (meta-llama/Llama-3.2-1B's config), with a 512-slot cache
-TINY = LlamaConfig(layers=2, width=64, heads=4, kv_heads=2, mlp=128, vocab=256, ctx=40)  # a CPU runs it at once
 
 
 def masked_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
@@ -134,23 +134,3 @@ def make_llama(config: LlamaConfig, device: str | torch.device, dtype: torch.dty
 def weight_bytes(model: LlamaDecoder) -> int:
     """Bytes of every weight: what a step reads at least once (the tied embedding counted once)."""
     return sum(p.numel() * p.element_size() for p in model.parameters())
-
-
-def cache_bytes_read(model: LlamaDecoder, filled: int | None = None) -> int:
-    """Bytes of KV cache one step reads: every slot when attention masks (filled=None), else `filled` slots."""
-    c = model.config
-    slots = c.ctx if filled is None else filled
-    per_slot = 2 * c.kv_heads * c.head_dim * model.embed.weight.element_size()  # keys and values
-    return c.layers * slots * per_slot
-
-
-@torch.no_grad()
-def decode(model: LlamaDecoder, first: torch.Tensor, steps: int) -> torch.Tensor:
-    """Greedy decoding, eager: `steps` tokens after `first`; the position stays on the device."""
-    pos = torch.zeros(1, dtype=torch.long, device=first.device)
-    token, out = first, []
-    for _ in range(steps):
-        token = model(token, pos).argmax(dim=-1)
-        out.append(token)
-        pos += 1
-    return torch.cat(out)
