@@ -9,7 +9,8 @@ import triton.language as tl
 @triton.jit
 def _kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, scale, stride_qb, stride_qh, stride_kb, stride_kh, stride_kt,
             stride_ob, stride_oh, GROUP: tl.constexpr, KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr,
-            BLOCK_T: tl.constexpr, INCLUDE_POS: tl.constexpr, MODULO: tl.constexpr, FIRST_POS: tl.constexpr):
+            BLOCK_T: tl.constexpr, INCLUDE_POS: tl.constexpr, MODULO: tl.constexpr, FIRST_POS: tl.constexpr,
+            WINDOW: tl.constexpr):
     b, h = tl.program_id(0), tl.program_id(1)
     if MODULO:
         kv = h % KV_HEADS
@@ -21,6 +22,8 @@ def _kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, scale, stride_qb, stride_qh, 
         filled = tl.load(pos_ptr).to(tl.int32) + INCLUDE_POS
     else:
         filled = tl.load(pos_ptr + b).to(tl.int32) + INCLUDE_POS
+    if WINDOW > 0:
+        filled = tl.minimum(filled, WINDOW)
     m = tl.full([1], float("-inf"), tl.float32)
     total = tl.zeros([1], tl.float32)
     acc = tl.zeros([HEAD_DIM], tl.float32)
@@ -40,7 +43,7 @@ def _kernel(q_ptr, k_ptr, v_ptr, pos_ptr, out_ptr, scale, stride_qb, stride_qh, 
     tl.store(out_ptr + b * stride_ob + h * stride_oh + d, (acc / total).to(out_ptr.dtype.element_ty))
 
 
-def filled(q, k, v, pos, block_t=64, include_pos=True, modulo=False, first_pos=False, scaled=True):
+def filled(q, k, v, pos, block_t=64, include_pos=True, modulo=False, first_pos=False, scaled=True, window=0):
     """Attention over each sequence's slots 0..pos[b], with one planted mistake switched on by a keyword."""
     batch, heads, dim = q.shape
     kv_heads = k.shape[1]
@@ -48,5 +51,5 @@ def filled(q, k, v, pos, block_t=64, include_pos=True, modulo=False, first_pos=F
     _kernel[(batch, heads)](q, k, v, pos, out, dim ** -0.5 if scaled else 1.0, q.stride(0), q.stride(1), k.stride(0),
                             k.stride(1), k.stride(2), out.stride(0), out.stride(1), GROUP=heads // kv_heads,
                             KV_HEADS=kv_heads, HEAD_DIM=dim, BLOCK_T=block_t, INCLUDE_POS=int(include_pos),
-                            MODULO=modulo, FIRST_POS=first_pos)
+                            MODULO=modulo, FIRST_POS=first_pos, WINDOW=window)
     return out

@@ -611,6 +611,11 @@ def sliced_on_host(q, k_cache, v_cache, pos):
     return torch.stack(rows)
 
 
+def float32_out(q, k_cache, v_cache, pos):
+    """Right values, returned in float32 whatever q's dtype."""
+    return filled_answer()(q.float(), k_cache, v_cache, pos)
+
+
 FILLED_ANSWERS = [
     Answer("masked attention over the whole cache", "classic", masked_whole_cache),
     Answer("the whole cache read, the slots past pos zeroed first", "method", zeroed_then_masked),
@@ -619,6 +624,8 @@ FILLED_ANSWERS = [
     Answer("KV head h % Hkv", "bad value", filled_answer(modulo=True)),
     Answer("one position for the whole batch", "method", filled_answer(first_pos=True)),
     Answer("no 1/sqrt(D) scale", "bad value", filled_answer(scaled=False)),
+    Answer("a window of the last 4,096 slots at most", "bad value", filled_answer(window=4096)),
+    Answer("y returned in float32", "unit", float32_out),
     Answer("the kernel, blocks of 16", "right", filled_answer(block_t=16)),
     Answer("one program per (sequence, query head), blocks of 64", "right", filled_answer()),
 ]
