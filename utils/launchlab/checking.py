@@ -772,3 +772,31 @@ def measured_again(one_round: Callable[[], Any], rounds: int) -> Any:
             if attempt == rounds - 1:
                 raise CheckFailed(f"{exc} (off in each of {rounds} rounds)", exc.hint) from None
     raise ValueError(f"rounds must be 1 or more, not {rounds}")
+
+
+class no_tf32:
+    """float32 matmuls in full precision while a check runs, so eager and graphed runs compare tightly.
+
+    Through `fp32_precision` where PyTorch has it (reading the older `allow_tf32` flags raises once a learner
+    has used the newer setting), else through `allow_tf32`."""
+
+    def __enter__(self):
+        import torch
+
+        backends = torch.backends
+        self.new_api = hasattr(backends.cuda.matmul, "fp32_precision")
+        if self.new_api:
+            self.saved = backends.cuda.matmul.fp32_precision, backends.cudnn.conv.fp32_precision
+            backends.cuda.matmul.fp32_precision = backends.cudnn.conv.fp32_precision = "ieee"
+        else:
+            self.saved = backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32
+            backends.cuda.matmul.allow_tf32 = backends.cudnn.allow_tf32 = False
+
+    def __exit__(self, *exc):
+        import torch
+
+        backends = torch.backends
+        if self.new_api:
+            backends.cuda.matmul.fp32_precision, backends.cudnn.conv.fp32_precision = self.saved
+        else:
+            backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32 = self.saved

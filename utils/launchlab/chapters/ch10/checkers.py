@@ -55,30 +55,6 @@ def _torch_on_gpu(what: str):
     return _torch()
 
 
-class _no_tf32:
-    """float32 matmuls in full precision while a check runs, so eager and graphed runs compare tightly.
-
-    Through `fp32_precision` where PyTorch has it (reading the older `allow_tf32` flags raises once a learner
-    has used the newer setting), else through `allow_tf32`."""
-
-    def __enter__(self):
-        backends = _torch().backends
-        self.new_api = hasattr(backends.cuda.matmul, "fp32_precision")
-        if self.new_api:
-            self.saved = backends.cuda.matmul.fp32_precision, backends.cudnn.conv.fp32_precision
-            backends.cuda.matmul.fp32_precision = backends.cudnn.conv.fp32_precision = "ieee"
-        else:
-            self.saved = backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32
-            backends.cuda.matmul.allow_tf32 = backends.cudnn.allow_tf32 = False
-
-    def __exit__(self, *exc):
-        backends = _torch().backends
-        if self.new_api:
-            backends.cuda.matmul.fp32_precision, backends.cudnn.conv.fp32_precision = self.saved
-        else:
-            backends.cuda.matmul.allow_tf32, backends.cudnn.allow_tf32 = self.saved
-
-
 # ---- exercise 1: a whole training step in one graph ----------------------------------------------------------
 
 
@@ -147,7 +123,7 @@ def check_train_step(capture_train_step: Callable) -> str:
     rng = checking.rng()
     width, batch, lr, steps = rng.choice((48, 64, 96)), rng.choice((24, 40, 56)), rng.choice((3e-3, 1e-2)), 12
     data_rng = torch.Generator().manual_seed(rng.randrange(1 << 30))
-    with _no_tf32():
+    with checking.no_tf32():
         model, opt = make_training(width, lr, seed=rng.randrange(1 << 30))
         warmup = _batches(torch, 3, batch, width, data_rng)
         with counting_graph_calls() as built:
@@ -479,7 +455,7 @@ def check_piecewise(build_piecewise: Callable) -> str:
     buckets = _bucket_draw(rng)
     layers, heads = rng.choice((2, 3)), rng.choice((2, 4))
     width = heads * rng.choice((16, 24))
-    with _no_tf32(), torch.no_grad():
+    with checking.no_tf32(), torch.no_grad():
         model = PiecewiseModel(layers, width, heads, max_ctx=96, max_batch=buckets[-1], seed=rng.randrange(1 << 30))
         spin = kernels.torch_sleep_cycles(X_LATE_MS)
         model.after_spin = int(spin * PIECE_LATE_MS / X_LATE_MS)
@@ -554,18 +530,25 @@ def check_piecewise(build_piecewise: Callable) -> str:
             if at_once is not None and at_once <= 1e-4:
                 hint = ("the answer was right when run returned it and changed after later calls: return a clone "
                         "of the static output; the next replay overwrites it")
-            elif model.notes["attention streams"] - {caller}:
-                hint = ("attention ran on a stream of your own: after()'s replay read its output before that stream "
-                        "had written it; make the current stream wait for yours (wait_stream) before the replay")
             elif error != error:  # NaN: x's rows read before the current stream had written them
                 hint = ("NaN in the output: most often x was read before the current stream had written it (each x "
                         "reaches run() still being written): copy it into the static input on the current stream, or "
                         "make your stream wait for it (wait_stream) first")
+            elif model.notes["attention streams"] - {caller}:
+                hint = ("attention ran on a stream of your own: most often after()'s replay read its output before "
+                        "that stream had written it; make the current stream wait for yours (wait_stream) before "
+                        "the replay")
             else:
                 hint = (PIECEWISE_HINT + "; if part of run() is on a stream of your own, each stream must wait "
                         "(wait_stream) for the other's writes before it reads them, the returned clone included")
             raise CheckFailed(f"batch {batch}: differs from the eager model by {error:.3g} (compared after every batch "
                               "size had run)", hint=hint)
+        if at_once is not None and not at_once <= 1e-4:  # right in the end, wrong when run returned it
+            raise CheckFailed(f"batch {batch}: right once everything had run, but off by {at_once:.3g} when read on the "
+                              "current stream as run returned: your output was still being written",
+                              hint="if you clone or compute the output on a stream of your own, make the current "
+                                   "stream wait for it (torch.cuda.current_stream().wait_stream(yours)) before "
+                                   "returning")
     return (f"buckets {buckets}, {layers} layers: batch sizes 1 to {buckets[-1]} match the eager model; pieces "
             f"replayed from graphs ({calls['replays']} replays), attention eager at each batch's bucket size")
 
