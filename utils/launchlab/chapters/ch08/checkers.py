@@ -9,215 +9,24 @@ of paying for one start-up instead of one each).
 
 from __future__ import annotations
 
-import inspect
-import textwrap
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 
-from ... import checking
+from ... import checking, rank_checks
 from ...checking import CheckFailed, exercise
 from ...env import gpu_count
-from ...ranks import RankRun, run_ranks
+from ...rank_checks import RankExercise, answer_rows, answered, failed
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
 __all__ = ["check_functional_all_reduce", "check_graphed_mean", "check_symmetric_clip"]
 
-RANK_TIMEOUT_S = 240
 WATCHDOG_S = 20  # how long one answer may take on a rank in exercise 3 (a collective it waits on forever stops it)
 SLOW_WATCHDOG_S = 120  # the same in exercises 1 and 2, whose first answer compiles or profiles
 TOLERANCE = 1e-4
 
-# Every rank program: the imports a learner's function may use, the checker's own exceptions, and the helper that
-# tells the learner's errors (reported, then on to the next answer) from the checker's (the rank stops).
-PRELUDE = '''
-import linecache
-import sys
-import torch
-import torch.distributed as dist
-import torch.distributed._functional_collectives as funcol
-from launchlab.ranks import Watchdog, init, result, shutdown, unrolled
-
-
-class YourCodeRaised(Exception):
-    """The learner's function raised: that answer's row says so, and the ranks go on to the next answer."""
-
-
-class CollectiveFailed(Exception):
-    """A collective of the checker's failed: the partner rank is gone or out of step; this rank stops."""
-
-
-def yours(fn, *args):
-    try:
-        return fn(*args)
-    except (NotImplementedError, CollectiveFailed):
-        raise
-    except Exception as exc:
-        raise YourCodeRaised(f"{type(exc).__name__}: {exc}".splitlines()[0][:300]) from exc
-
-
-def checkers_all_reduce(t):
-    try:
-        dist.all_reduce(t)
-    except Exception as exc:
-        raise CollectiveFailed(f"{type(exc).__name__}: {exc}".splitlines()[0][:300]) from exc
-    return t
-
-
-def difference(a, b):
-    """Largest absolute difference of two tensors, or infinity where they cannot be compared."""
-    if not isinstance(a, torch.Tensor) or a.shape != b.shape:
-        return float("inf")
-    return (a.detach().float().cpu() - b.detach().float().cpu()).abs().max().item()
-
-
-rank, world, device = init(sys.argv[1])
-'''
-
-# The answers, one after another: a collective first checks that both ranks reached the same answer (one left
-# out of step by the answer before stops the run, and the answers after it are judged alone).
-EPILOGUE = '''
-for index, (name, source) in enumerate(LEARNERS):
-    watchdog = Watchdog(rank, WATCHDOG_S)  # stops this rank if this answer has not finished in time
-    mark = torch.tensor([1000.0 + index], device=device)
-    if checkers_all_reduce(mark).item() != world * (1000.0 + index):
-        watchdog.finish()
-        break
-    filename = f"<your {name}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    space = dict(globals())
-    try:
-        try:
-            exec(compile(source, filename, "exec"), space)
-        except Exception as exc:
-            raise YourCodeRaised(f"{type(exc).__name__}: {exc}".splitlines()[0][:300]) from exc
-        row = judge(space[name])
-    except NotImplementedError as exc:
-        row = {"not_implemented": str(exc)}
-    except YourCodeRaised as exc:
-        row = {"raised": str(exc)}
-    result(rank=rank, index=index, **row)
-    watchdog.finish()
-shutdown()
-'''
-
-
-@dataclass(frozen=True)
-class _Exercise:
-    """A rank program's middle: `judge(learner) -> dict`, run on every rank for every answer."""
-
-    body: str
-    backend: str
-    constants: Callable[[], dict]
-    also_alone: bool = False  # also run on one rank, where the world size is 1: a size typed in shows
-
-
-def _source(fn: Callable) -> tuple[str, str]:
-    """(name, source) of the learner's function, as written."""
-    name = getattr(fn, "__name__", "")
-    try:
-        source = textwrap.dedent(inspect.getsource(fn))
-    except (OSError, TypeError) as exc:
-        raise CheckFailed(f"cannot read the source of {name or fn!r} ({exc}); define it with `def` in a notebook "
-                          "cell") from None
-    if not name.isidentifier():
-        raise CheckFailed(f"define your function with `def` (the ranks run its source by name), not as {name!r}")
-    return name, source
-
-
-def _program(learners: list[tuple[str, str]], ex: _Exercise) -> str:
-    lines = "".join(f"{name} = {value!r}\n" for name, value in {**ex.constants(), "LEARNERS": learners}.items())
-    return f"{PRELUDE}\n{lines}\n{textwrap.dedent(ex.body)}\n{EPILOGUE}"
-
-
-def _run(program: str, backend: str, nprocs: int = 2) -> RankRun:
-    run = run_ranks(program, nprocs=nprocs, args=(backend,), timeout_s=RANK_TIMEOUT_S, echo=False)
-    if not run.ok and not run.timed_out and not run.results():
-        # Once in a while on a loaded machine a gloo rank dies while the group forms, before any code of the
-        # learner's ran: run it again, so a verdict never rests on that. Code that fails fails twice.
-        run = run_ranks(program, nprocs=nprocs, args=(backend,), timeout_s=RANK_TIMEOUT_S, echo=False)
-    return run
-
-
-def _runs(program: str, ex: _Exercise) -> tuple[RankRun, RankRun | None]:
-    """The program on two ranks and, for an exercise that also runs alone, on one rank beside them."""
-    if not ex.also_alone:
-        return _run(program, ex.backend), None
-    with ThreadPoolExecutor(2) as pool:  # two child processes at once: the one-rank run costs no extra wall time
-        pair, alone = pool.submit(_run, program, ex.backend), pool.submit(_run, program, ex.backend, 1)
-        return pair.result(), alone.result()
-
-
-def _rows_of(run: RankRun, index: int) -> list[dict]:
-    """Each rank's row for answer `index`, by rank (fewer than 2 when a rank stopped before reporting it)."""
-    return sorted((r for r in run.results() if r.get("index") == index), key=lambda r: r["rank"])
-
-
-# answer -> its rows from both ranks, and its row from one rank alone (exercises that run alone), inside
-# judged_together
-_TOGETHER: dict[Callable, tuple[list[dict], list[dict]]] = {}
-
-
-def _rows(fn: Callable, ex: _Exercise) -> tuple[list[dict], list[dict], RankRun | None]:
-    """Both ranks' rows for the learner's `fn`, its one-rank row where the exercise runs alone, and the two-rank
-    run (None when judged_together already ran it)."""
-    if fn in _TOGETHER:
-        return (*_TOGETHER[fn], None)
-    run, alone = _runs(_program([_source(fn)], ex), ex)
-    return _rows_of(run, 0), _alone_rows(alone, 0), run
-
-
-def _alone_rows(alone: RankRun | None, index: int) -> list[dict]:
-    """The one-rank run's row for answer `index`; where it reported none, a row saying how that run ended."""
-    if alone is None:
-        return []
-    return _rows_of(alone, index) or [{"rank": 0, "failed": str(_failed(alone))}]
-
-
-def _failed(run: RankRun) -> CheckFailed:
-    if run.timed_out:
-        return CheckFailed(f"the ranks did not finish within {RANK_TIMEOUT_S} s and were stopped")
-    errors = [line for line in run.lines if "Error" in line or "WATCHDOG" in line]
-    return CheckFailed(f"the ranks failed (exit {run.returncode}): " + (errors[-1][:300] if errors else
-                       "; ".join(run.lines[-3:])[:300]))
-
-
-def _answered(rows: list[dict], what: str) -> None:
-    """Fail on what the learner's function itself did wrong on a rank: not written yet, raised."""
-    for r in rows:
-        if "not_implemented" in r:
-            raise NotImplementedError(f"your {what} still raises NotImplementedError in the ranks")
-    for r in rows:
-        if "raised" in r:
-            raise CheckFailed(f"rank {r['rank']}: your {what} raised {r['raised']}")
-
-
-@contextmanager
-def judged_together(checker: Callable, answers: Iterable[Callable]) -> Iterator[None]:
-    """Inside the block, `checker` judges each of `answers` from one run of two ranks that met them all in turn.
-
-    An answer whose ranks did not both report (a rank stopped, or an answer before it left the ranks out of step)
-    is judged alone, as outside the block; answers that make the ranks disagree about their collectives are best
-    judged alone from the start, since each one stops the shared run.
-    """
-    ex = _EXERCISES[checker.__name__]
-    fns = list(answers)
-    run, alone = _runs(_program([_source(fn) for fn in fns], ex), ex)
-    for index, fn in enumerate(fns):
-        rows, alone_rows = _rows_of(run, index), _rows_of(alone, index) if alone else []
-        if len(rows) == 2 and (alone is None or alone_rows):
-            _TOGETHER[fn] = (rows, alone_rows)
-    try:
-        yield
-    finally:
-        for fn in fns:
-            _TOGETHER.pop(fn, None)
-
-
 # ---- exercise 1: functional collectives -----------------------------------------------------------------------
 
-_FUNCTIONAL = _Exercise('''
+_FUNCTIONAL = RankExercise('''
     from launchlab.compat import explain
 
 
@@ -250,10 +59,10 @@ _FUNCTIONAL = _Exercise('''
 def check_functional_all_reduce(all_reduce_functional: Callable) -> str:
     """One call on its own: the sum over two gloo ranks, its input left alone; four unrolled layers: one graph,
     no breaks, and the eager all-reduce's answer."""
-    rows, _, run = _rows(all_reduce_functional, _FUNCTIONAL)
-    _answered(rows, "all_reduce_functional")
+    rows, _, run = answer_rows(all_reduce_functional, _FUNCTIONAL)
+    answered(rows, "all_reduce_functional")
     if len(rows) < 2:
-        raise _failed(run)
+        raise failed(run)
     for r in rows:
         where = f"rank {r['rank']}"
         if "returned" in r:
@@ -285,7 +94,7 @@ def check_functional_all_reduce(all_reduce_functional: Callable) -> str:
 
 # ---- exercise 2: an all-reduce in a CUDA graph ----------------------------------------------------------------
 
-_GRAPHED = _Exercise('''
+_GRAPHED = RankExercise('''
     from launchlab import trace
     from launchlab.checking import counting_graph_calls
 
@@ -339,10 +148,10 @@ def check_graphed_mean(capture_mean: Callable) -> str:
     if gpu_count() < 2:
         raise CheckFailed(f"this exercise {checking.NEEDS_GPU} for each of its 2 NCCL ranks, and this machine has "
                           f"{gpu_count()}; run this cell on a machine with 2 NVIDIA GPUs (exercises 1 and 3 run here)")
-    rows, alone, run = _rows(capture_mean, _GRAPHED)
-    _answered(rows, "capture_mean")
+    rows, alone, run = answer_rows(capture_mean, _GRAPHED)
+    answered(rows, "capture_mean")
     if len(rows) < 2:
-        raise _failed(run)
+        raise failed(run)
     steps = 4
     for r in rows:
         if "returned" in r:
@@ -371,7 +180,7 @@ def check_graphed_mean(capture_mean: Callable) -> str:
                               hint="capture exactly `steps` rounds, each dist.all_reduce(x) then x.div_(world): after "
                                    "the first round every rank holds the mean, so the value alone cannot show a "
                                    "round left out or added")
-    _answered(alone, "capture_mean")
+    answered(alone, "capture_mean")
     if not alone or "failed" in alone[0]:
         raise CheckFailed("on one rank alone (world size 1), where the mean over ranks is x itself, "
                           + (alone[0]["failed"] if alone else "the run reported nothing"))
@@ -387,7 +196,7 @@ def check_graphed_mean(capture_mean: Callable) -> str:
 
 # ---- exercise 3: symmetric clipping ---------------------------------------------------------------------------
 
-_CLIP = _Exercise('''
+_CLIP = RankExercise('''
     def clipped(grad, norm):
         return grad * (MAX_NORM / norm) if norm > MAX_NORM else grad
 
@@ -459,8 +268,8 @@ def check_symmetric_clip(clip_by_global_norm: Callable) -> str:
     """Five cases (one rank over the limit, none, both, and two at the limit's edge: each rank under it but the
     global norm just over, the global norm under it but its square over) complete on both ranks, each issuing the
     same collectives, with global-norm clipping in place."""
-    rows, _, run = _rows(clip_by_global_norm, _CLIP)
-    _answered(rows, "clip_by_global_norm")
+    rows, _, run = answer_rows(clip_by_global_norm, _CLIP)
+    answered(rows, "clip_by_global_norm")
     if len(rows) < 2:  # judged alone, so `run` is this answer's
         issued: dict[str, int] = {}
         for line in run.tagged("COLLECTIVE"):
@@ -497,3 +306,9 @@ def check_symmetric_clip(clip_by_global_norm: Callable) -> str:
 
 _EXERCISES = {check_functional_all_reduce.__name__: _FUNCTIONAL, check_graphed_mean.__name__: _GRAPHED,
               check_symmetric_clip.__name__: _CLIP}
+
+
+def judged_together(checker: Callable, answers: Iterable[Callable]) -> AbstractContextManager[None]:
+    """Inside the block, `checker` judges each of `answers` from one run of two ranks that met them all in turn
+    (launchlab.rank_checks.judged_together)."""
+    return rank_checks.judged_together(_EXERCISES[checker.__name__], answers)

@@ -1,0 +1,235 @@
+"""Checkers that run a learner's function in ranks: its source, run by torchrun on every rank under a deadline.
+
+The plumbing the checkers of chapters 08 and 11 share. A checker declares a `RankExercise`, whose body defines
+`judge(learner)` (run on every rank for every answer, returning a row of plain values); `answer_rows` runs the answer's
+source there and reads each rank's row back. The learner's errors are reported per answer; a rank that hangs is
+stopped by its watchdog, and the whole run by the deadline. `judged_together` lets one set of ranks meet several
+answers in turn (the mutation suites' way of paying for one start-up instead of one each).
+"""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from .checking import CheckFailed
+from .ranks import RankRun, run_ranks
+
+__all__ = ["RankExercise", "alone_rows", "answer_rows", "answered", "failed", "judged_together", "rows_of"]
+
+RANK_TIMEOUT_S = 240
+
+# Every rank program: the imports a learner's function may use, the checker's own exceptions, and the helper that
+# tells the learner's errors (reported, then on to the next answer) from the checker's (the rank stops).
+PRELUDE = '''
+import linecache
+import sys
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+# EXERCISE IMPORTS
+from launchlab.ranks import Watchdog, init, result, shutdown, unrolled
+
+
+class YourCodeRaised(Exception):
+    """The learner's function raised: that answer's row says so, and the ranks go on to the next answer."""
+
+
+class CollectiveFailed(Exception):
+    """A collective of the checker's failed: the partner rank is gone or out of step; this rank stops."""
+
+
+def yours(fn, *args):
+    try:
+        return fn(*args)
+    except (NotImplementedError, CollectiveFailed):
+        raise
+    except Exception as exc:
+        raise YourCodeRaised(f"{type(exc).__name__}: {exc}".splitlines()[0][:300]) from exc
+
+
+def checkers_all_reduce(t):
+    try:
+        dist.all_reduce(t)
+    except Exception as exc:
+        raise CollectiveFailed(f"{type(exc).__name__}: {exc}".splitlines()[0][:300]) from exc
+    return t
+
+
+def difference(a, b):
+    """Largest absolute difference of two tensors, or infinity where they cannot be compared."""
+    if not isinstance(a, torch.Tensor) or a.shape != b.shape:
+        return float("inf")
+    return (a.detach().float().cpu() - b.detach().float().cpu()).abs().max().item()
+
+
+rank, world, device = init(sys.argv[1])
+'''
+
+# The answers, one after another: a collective first checks that every rank reached the same answer (one left
+# out of step by the answer before stops the run, and the answers after it are judged alone).
+EPILOGUE = '''
+for index, (name, source) in enumerate(LEARNERS):
+    watchdog = Watchdog(rank, WATCHDOG_S)  # stops this rank if this answer has not finished in time
+    mark = torch.tensor([1000.0 + index], device=device)
+    if checkers_all_reduce(mark).item() != world * (1000.0 + index):
+        watchdog.finish()
+        break
+    filename = f"<your {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    space = dict(globals())
+    try:
+        try:
+            exec(compile(source, filename, "exec"), space)
+        except Exception as exc:
+            raise YourCodeRaised(f"{type(exc).__name__}: {exc}".splitlines()[0][:300]) from exc
+        row = judge(space[name])
+    except NotImplementedError as exc:
+        row = {"not_implemented": str(exc)}
+    except YourCodeRaised as exc:
+        row = {"raised": str(exc)}
+    result(rank=rank, index=index, **row)
+    watchdog.finish()
+shutdown()
+'''
+
+
+@dataclass(frozen=True)
+class RankExercise:
+    """A rank program's middle: `judge(learner) -> dict`, run on every rank for every answer."""
+
+    body: str
+    backend: str
+    constants: Callable[[], dict]
+    also_alone: bool = False  # also run on one rank, where the world size is 1: a size typed in shows
+    imports: str = ""  # what this exercise's ranks import beside the prelude's (a learner's function may use it)
+    timeout_s: float = RANK_TIMEOUT_S
+
+
+def _jit_helpers(fn: Callable) -> list[Callable]:
+    """The Triton kernels `fn` names, and the ones they name, in the order first met (a kernel's source must
+    travel with the function that launches it)."""
+    found: list[Callable] = []
+    todo = [fn]
+    while todo:
+        code = getattr(todo.pop(0), "__code__", None)
+        space = getattr(fn, "__globals__", {})
+        for name in code.co_names if code else ():
+            value = space.get(name)
+            inner = getattr(value, "fn", None)  # a triton.JITFunction wraps the Python function as .fn
+            if inner is not None and callable(inner) and type(value).__module__.startswith("triton") \
+                    and value not in found:
+                found.append(value)
+                todo.append(inner)
+    return found
+
+
+def _source(fn: Callable) -> tuple[str, str]:
+    """(name, source) of the learner's function as written, after the sources of the Triton kernels it uses."""
+    name = getattr(fn, "__name__", "")
+    parts = []
+    for part in [*reversed(_jit_helpers(fn)), fn]:
+        inner = getattr(part, "fn", part)
+        try:
+            parts.append(textwrap.dedent(inspect.getsource(inner)))
+        except (OSError, TypeError) as exc:
+            raise CheckFailed(f"cannot read the source of {getattr(inner, '__name__', inner)!r} ({exc}); define it "
+                              "with `def` in a notebook cell") from None
+    if not name.isidentifier():
+        raise CheckFailed(f"define your function with `def` (the ranks run its source by name), not as {name!r}")
+    return name, "\n\n".join(parts)
+
+
+def _program(learners: list[tuple[str, str]], ex: RankExercise) -> str:
+    lines = "".join(f"{name} = {value!r}\n" for name, value in {**ex.constants(), "LEARNERS": learners}.items())
+    prelude = PRELUDE.replace("# EXERCISE IMPORTS", textwrap.dedent(ex.imports))
+    return f"{prelude}\n{lines}\n{textwrap.dedent(ex.body)}\n{EPILOGUE}"
+
+
+def _run(program: str, ex: RankExercise, nprocs: int = 2) -> RankRun:
+    run = run_ranks(program, nprocs=nprocs, args=(ex.backend,), timeout_s=ex.timeout_s, echo=False)
+    if not run.ok and not run.timed_out and not run.results():
+        # Once in a while on a loaded machine a gloo rank dies while the group forms, before any code of the
+        # learner's ran: run it again, so a verdict never rests on that. Code that fails fails twice.
+        run = run_ranks(program, nprocs=nprocs, args=(ex.backend,), timeout_s=ex.timeout_s, echo=False)
+    return run
+
+
+def _runs(program: str, ex: RankExercise) -> tuple[RankRun, RankRun | None]:
+    """The program on two ranks and, for an exercise that also runs alone, on one rank beside them."""
+    if not ex.also_alone:
+        return _run(program, ex), None
+    with ThreadPoolExecutor(2) as pool:  # two child processes at once: the one-rank run costs no extra wall time
+        pair, alone = pool.submit(_run, program, ex), pool.submit(_run, program, ex, 1)
+        return pair.result(), alone.result()
+
+
+def rows_of(run: RankRun, index: int) -> list[dict]:
+    """Each rank's row for answer `index`, by rank (fewer than 2 when a rank stopped before reporting it)."""
+    return sorted((r for r in run.results() if r.get("index") == index), key=lambda r: r["rank"])
+
+
+# answer -> its rows from both ranks, and its row from one rank alone (exercises that run alone), inside
+# judged_together
+_TOGETHER: dict[Callable, tuple[list[dict], list[dict]]] = {}
+
+
+def answer_rows(fn: Callable, ex: RankExercise) -> tuple[list[dict], list[dict], RankRun | None]:
+    """Both ranks' rows for the learner's `fn`, its one-rank row where the exercise runs alone, and the two-rank
+    run (None when judged_together already ran it)."""
+    if fn in _TOGETHER:
+        return (*_TOGETHER[fn], None)
+    run, alone = _runs(_program([_source(fn)], ex), ex)
+    return rows_of(run, 0), alone_rows(alone, 0), run
+
+
+def alone_rows(alone: RankRun | None, index: int) -> list[dict]:
+    """The one-rank run's row for answer `index`; where it reported none, a row saying how that run ended."""
+    if alone is None:
+        return []
+    return rows_of(alone, index) or [{"rank": 0, "failed": str(failed(alone))}]
+
+
+def failed(run: RankRun, timeout_s: float = RANK_TIMEOUT_S) -> CheckFailed:
+    """What stopped the ranks, as a failed check."""
+    if run.timed_out:
+        return CheckFailed(f"the ranks did not finish within {timeout_s:.0f} s and were stopped")
+    errors = [line for line in run.lines if "Error" in line or "WATCHDOG" in line]
+    return CheckFailed(f"the ranks failed (exit {run.returncode}): " + (errors[-1][:300] if errors else
+                       "; ".join(run.lines[-3:])[:300]))
+
+
+def answered(rows: list[dict], what: str) -> None:
+    """Fail on what the learner's function itself did wrong on a rank: not written yet, raised."""
+    for r in rows:
+        if "not_implemented" in r:
+            raise NotImplementedError(f"your {what} still raises NotImplementedError in the ranks")
+    for r in rows:
+        if "raised" in r:
+            raise CheckFailed(f"rank {r['rank']}: your {what} raised {r['raised']}")
+
+
+@contextmanager
+def judged_together(ex: RankExercise, answers: Iterable[Callable]) -> Iterator[None]:
+    """Inside the block, a checker of `ex` judges each of `answers` from one run of the ranks that met them all in
+    turn.
+
+    An answer whose ranks did not all report (a rank stopped, or an answer before it left the ranks out of step)
+    is judged alone, as outside the block; answers that make the ranks disagree about their collectives, or hang,
+    are best judged alone from the start, since each one stops the shared run.
+    """
+    fns = list(answers)
+    run, alone = _runs(_program([_source(fn) for fn in fns], ex), ex)
+    for index, fn in enumerate(fns):
+        rows_, alone_ = rows_of(run, index), rows_of(alone, index) if alone else []
+        if len(rows_) == 2 and (alone is None or alone_):
+            _TOGETHER[fn] = (rows_, alone_)
+    try:
+        yield
+    finally:
+        for fn in fns:
+            _TOGETHER.pop(fn, None)
