@@ -74,8 +74,6 @@ def test_lab11_exercise1_one_shot(monkeypatch, capsys):
     out = capsys.readouterr().out
     print("\n".join(f"{name}: {'PASS' if v else 'FAIL'} {v.detail}" for name, v in verdicts.items()))
     assert not wrong, "\n".join(wrong) + "\n" + out[-3000:]
-    assert "late" in verdicts["read_without_waiting"].detail and "wait at entry" in verdicts["read_without_waiting"].hint
-    assert "reads slowly" in verdicts["return_without_waiting"].detail
     assert "mean" in verdicts["the_mean"].detail
     assert "library" in verdicts["the_library"].detail or "one_shot_all_reduce" in verdicts["the_library"].detail
 
