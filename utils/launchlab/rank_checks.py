@@ -31,7 +31,6 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
-# EXERCISE IMPORTS
 from launchlab.ranks import Watchdog, init, result, shutdown, unrolled
 
 
@@ -67,6 +66,7 @@ def difference(a, b):
     return (a.detach().float().cpu() - b.detach().float().cpu()).abs().max().item()
 
 
+# EXERCISE IMPORTS
 rank, world, device = init(sys.argv[1])
 '''
 
@@ -110,20 +110,31 @@ class RankExercise:
     timeout_s: float = RANK_TIMEOUT_S
 
 
-def _jit_helpers(fn: Callable) -> list[Callable]:
-    """The Triton kernels `fn` names, and the ones they name, in the order first met (a kernel's source must
-    travel with the function that launches it)."""
-    found: list[Callable] = []
+def _python_function(kernel: object) -> Callable | None:
+    """The Python function under a Triton kernel (a JITFunction wraps it as .fn; an autotuned or heuristics-wrapped
+    kernel wraps a JITFunction as .fn), or None for anything that is not a Triton kernel."""
+    for _ in range(4):
+        if not type(kernel).__module__.startswith("triton."):
+            return None
+        kernel = getattr(kernel, "fn", None)
+        if inspect.isfunction(kernel):
+            return kernel
+    return None
+
+
+def _jit_helpers(fn: Callable) -> list[tuple[object, Callable]]:
+    """The Triton kernels `fn` names, and the ones they name, each with its Python function, in the order first
+    met (a kernel's source must travel with the function that launches it)."""
+    found: list[tuple[object, Callable]] = []
     todo = [fn]
     while todo:
-        code = getattr(todo.pop(0), "__code__", None)
-        space = getattr(fn, "__globals__", {})
+        current = todo.pop(0)
+        code, space = getattr(current, "__code__", None), getattr(current, "__globals__", {})
         for name in code.co_names if code else ():
             value = space.get(name)
-            inner = getattr(value, "fn", None)  # a triton.JITFunction wraps the Python function as .fn
-            if inner is not None and callable(inner) and type(value).__module__.startswith("triton") \
-                    and value not in found:
-                found.append(value)
+            inner = _python_function(value)
+            if inner is not None and all(value is not kernel for kernel, _ in found):
+                found.append((value, inner))
                 todo.append(inner)
     return found
 
@@ -132,13 +143,17 @@ def _source(fn: Callable) -> tuple[str, str]:
     """(name, source) of the learner's function as written, after the sources of the Triton kernels it uses."""
     name = getattr(fn, "__name__", "")
     parts = []
-    for part in [*reversed(_jit_helpers(fn)), fn]:
-        inner = getattr(part, "fn", part)
+    for _, kernel in reversed(_jit_helpers(fn)):
         try:
-            parts.append(textwrap.dedent(inspect.getsource(inner)))
+            parts.append(textwrap.dedent(inspect.getsource(kernel)))
         except (OSError, TypeError) as exc:
-            raise CheckFailed(f"cannot read the source of {getattr(inner, '__name__', inner)!r} ({exc}); define it "
-                              "with `def` in a notebook cell") from None
+            raise CheckFailed(f"cannot read the source of the Triton kernel {kernel.__name__} ({exc}); define it "
+                              "with `@triton.jit def` in a notebook cell") from None
+    try:
+        parts.append(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError) as exc:
+        raise CheckFailed(f"cannot read the source of {name or fn!r} ({exc}); define it with `def` in a notebook "
+                          "cell") from None
     if not name.isidentifier():
         raise CheckFailed(f"define your function with `def` (the ranks run its source by name), not as {name!r}")
     return name, "\n\n".join(parts)
@@ -146,7 +161,7 @@ def _source(fn: Callable) -> tuple[str, str]:
 
 def _program(learners: list[tuple[str, str]], ex: RankExercise) -> str:
     lines = "".join(f"{name} = {value!r}\n" for name, value in {**ex.constants(), "LEARNERS": learners}.items())
-    prelude = PRELUDE.replace("# EXERCISE IMPORTS", textwrap.dedent(ex.imports))
+    prelude = PRELUDE.replace("# EXERCISE IMPORTS\n", textwrap.dedent(ex.imports))
     return f"{prelude}\n{lines}\n{textwrap.dedent(ex.body)}\n{EPILOGUE}"
 
 
@@ -184,14 +199,14 @@ def answer_rows(fn: Callable, ex: RankExercise) -> tuple[list[dict], list[dict],
     if fn in _TOGETHER:
         return (*_TOGETHER[fn], None)
     run, alone = _runs(_program([_source(fn)], ex), ex)
-    return rows_of(run, 0), alone_rows(alone, 0), run
+    return rows_of(run, 0), alone_rows(alone, 0, ex.timeout_s), run
 
 
-def alone_rows(alone: RankRun | None, index: int) -> list[dict]:
+def alone_rows(alone: RankRun | None, index: int, timeout_s: float = RANK_TIMEOUT_S) -> list[dict]:
     """The one-rank run's row for answer `index`; where it reported none, a row saying how that run ended."""
     if alone is None:
         return []
-    return rows_of(alone, index) or [{"rank": 0, "failed": str(failed(alone))}]
+    return rows_of(alone, index) or [{"rank": 0, "failed": str(failed(alone, timeout_s))}]
 
 
 def failed(run: RankRun, timeout_s: float = RANK_TIMEOUT_S) -> CheckFailed:
