@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from .checking import CheckFailed
 from .ranks import RankRun, run_ranks
 
-__all__ = ["RankExercise", "alone_rows", "answer_rows", "answered", "failed", "judged_together", "rows_of"]
+__all__ = ["RankExercise", "alone_rows", "answer_rows", "answered", "failed", "judged_together", "kernel_sources",
+           "rows_of"]
 
 RANK_TIMEOUT_S = 240
 
@@ -137,6 +138,17 @@ def _jit_helpers(fn: Callable) -> list[tuple[object, Callable]]:
                 found.append((value, inner))
                 todo.append(inner)
     return found
+
+
+def kernel_sources(fn: Callable) -> list[str]:
+    """The sources of the Triton kernels `fn` launches, directly or through the kernels it names."""
+    sources = []
+    for _, kernel in _jit_helpers(fn):
+        try:
+            sources.append(textwrap.dedent(inspect.getsource(kernel)))
+        except (OSError, TypeError):
+            continue
+    return sources
 
 
 def _source(fn: Callable) -> tuple[str, str]:

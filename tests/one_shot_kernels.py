@@ -1,0 +1,195 @@
+"""Triton kernels for lab 11 exercise 1's mutation suite: one kernel, each planted mistake a constexpr switch, and
+one wrapper per answer (the checker runs each wrapper's source, with these kernels, in two ranks).
+Imported only by GPU tests (Triton comes with CUDA builds of PyTorch, not with the CPU tier's)."""
+
+import torch
+import torch.distributed as dist
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _barrier(signal_pad_ptrs, rank: tl.constexpr, world: tl.constexpr, CONSUME: tl.constexpr):
+    tl.debug_barrier()
+    pid = tl.program_id(0)
+    pads = signal_pad_ptrs.to(tl.pointer_type(tl.uint64))
+    for peer in tl.static_range(world):
+        slot = tl.load(pads + peer).to(tl.pointer_type(tl.uint32)) + pid * world + rank
+        if CONSUME:
+            while tl.atomic_cas(slot, 0, 1, sem="release", scope="sys") != 0:
+                pass
+        else:  # set the flag whatever it holds
+            tl.atomic_xchg(slot, 1, sem="release", scope="sys")
+    mine = tl.load(pads + rank).to(tl.pointer_type(tl.uint32)) + pid * world
+    for peer in tl.static_range(world):
+        if CONSUME:
+            while tl.atomic_cas(mine + peer, 1, 0, sem="acquire", scope="sys") != 1:
+                pass
+        else:  # wait until it is set, and leave it set: the next call finds it set at once
+            while tl.atomic_cas(mine + peer, 1, 1, sem="acquire", scope="sys") != 1:
+                pass
+    tl.debug_barrier()
+
+
+@triton.jit
+def _one_shot(buffer_ptrs, signal_pad_ptrs, out_ptr, numel, rank: tl.constexpr, world: tl.constexpr,
+              BLOCK: tl.constexpr, ENTRY: tl.constexpr, EXIT: tl.constexpr, CONSUME: tl.constexpr,
+              OWN_ONLY: tl.constexpr, MEAN: tl.constexpr, LOOP: tl.constexpr, MASK: tl.constexpr):
+    if ENTRY:
+        _barrier(signal_pad_ptrs, rank, world, CONSUME)
+    bufs = buffer_ptrs.to(tl.pointer_type(tl.uint64))
+    first = tl.program_id(0) * BLOCK
+    end = numel
+    if not LOOP:
+        end = tl.minimum(numel, first + 1)
+    for start in tl.range(first, end, tl.num_programs(0) * BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        inside = offs < numel
+        acc = tl.zeros([BLOCK], tl.float32)
+        if OWN_ONLY:
+            src = tl.load(bufs + rank).to(tl.pointer_type(tl.bfloat16))
+            acc += tl.load(src + offs, mask=inside, other=0.0).to(tl.float32) * world
+        else:
+            for peer in tl.static_range(world):
+                src = tl.load(bufs + peer).to(tl.pointer_type(tl.bfloat16))
+                if MASK:
+                    acc += tl.load(src + offs, mask=inside, other=0.0).to(tl.float32)
+                else:
+                    acc += tl.load(src + offs).to(tl.float32)
+        if MEAN:
+            acc = acc / world
+        if MASK:
+            tl.store(out_ptr + offs, acc.to(tl.bfloat16), mask=inside)
+        else:
+            tl.store(out_ptr + offs, acc.to(tl.bfloat16))
+    if EXIT:
+        _barrier(signal_pad_ptrs, rank, world, CONSUME)
+
+
+def barriers_in_and_out(buffer, handle, out):
+    numel = buffer.numel()
+    _one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096, ENTRY=True, EXIT=True, CONSUME=True, OWN_ONLY=False, MEAN=False, LOOP=True, MASK=True)
+
+
+def a_program_per_block(buffer, handle, out):
+    numel = buffer.numel()
+    _one_shot[(triton.cdiv(numel, 8192),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=8192, ENTRY=True, EXIT=True, CONSUME=True, OWN_ONLY=False, MEAN=False, LOOP=False, MASK=True)
+
+
+def read_without_waiting(buffer, handle, out):
+    numel = buffer.numel()
+    _one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096, ENTRY=False, EXIT=True, CONSUME=True, OWN_ONLY=False, MEAN=False, LOOP=True, MASK=True)
+
+
+def return_without_waiting(buffer, handle, out):
+    numel = buffer.numel()
+    _one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096, ENTRY=True, EXIT=False, CONSUME=True, OWN_ONLY=False, MEAN=False, LOOP=True, MASK=True)
+
+
+def signal_left_set(buffer, handle, out):
+    numel = buffer.numel()
+    _one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096, ENTRY=True, EXIT=True, CONSUME=False, OWN_ONLY=False, MEAN=False, LOOP=True, MASK=True)
+
+
+def own_times_world(buffer, handle, out):
+    numel = buffer.numel()
+    _one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096, ENTRY=True, EXIT=True, CONSUME=True, OWN_ONLY=True, MEAN=False, LOOP=True, MASK=True)
+
+
+def the_mean(buffer, handle, out):
+    numel = buffer.numel()
+    _one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096, ENTRY=True, EXIT=True, CONSUME=True, OWN_ONLY=False, MEAN=True, LOOP=True, MASK=True)
+
+
+def one_block_each(buffer, handle, out):
+    numel = buffer.numel()
+    _one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096, ENTRY=True, EXIT=True, CONSUME=True, OWN_ONLY=False, MEAN=False, LOOP=False, MASK=True)
+
+
+def no_tail_mask(buffer, handle, out):
+    numel = buffer.numel()
+    _one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096, ENTRY=True, EXIT=True, CONSUME=True, OWN_ONLY=False, MEAN=False, LOOP=True, MASK=False)
+
+
+def the_library(buffer, handle, out):
+    torch.ops.symm_mem.one_shot_all_reduce_out(buffer, "sum", dist.group.WORLD.group_name, out)
+
+
+@triton.jit
+def _loose_barrier(signal_pad_ptrs, rank: tl.constexpr, world: tl.constexpr, RELAXED: tl.constexpr):
+    """The course's barrier with its atomics loosened: relaxed, or at the default (GPU) scope."""
+    tl.debug_barrier()
+    pid = tl.program_id(0)
+    pads = signal_pad_ptrs.to(tl.pointer_type(tl.uint64))
+    for peer in tl.static_range(world):
+        slot = tl.load(pads + peer).to(tl.pointer_type(tl.uint32)) + pid * world + rank
+        if RELAXED:
+            while tl.atomic_cas(slot, 0, 1, sem="relaxed", scope="sys") != 0:
+                pass
+        else:
+            while tl.atomic_cas(slot, 0, 1, sem="release") != 0:
+                pass
+    mine = tl.load(pads + rank).to(tl.pointer_type(tl.uint32)) + pid * world
+    for peer in tl.static_range(world):
+        if RELAXED:
+            while tl.atomic_cas(mine + peer, 1, 0, sem="relaxed", scope="sys") != 1:
+                pass
+        else:
+            while tl.atomic_cas(mine + peer, 1, 0, sem="acquire") != 1:
+                pass
+    tl.debug_barrier()
+
+
+@triton.jit
+def _loose_one_shot(buffer_ptrs, signal_pad_ptrs, out_ptr, numel, rank: tl.constexpr, world: tl.constexpr,
+                    BLOCK: tl.constexpr, RELAXED: tl.constexpr):
+    _loose_barrier(signal_pad_ptrs, rank, world, RELAXED)
+    bufs = buffer_ptrs.to(tl.pointer_type(tl.uint64))
+    for start in tl.range(tl.program_id(0) * BLOCK, numel, tl.num_programs(0) * BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        inside = offs < numel
+        acc = tl.zeros([BLOCK], tl.float32)
+        for peer in tl.static_range(world):
+            src = tl.load(bufs + peer).to(tl.pointer_type(tl.bfloat16))
+            acc += tl.load(src + offs, mask=inside, other=0.0).to(tl.float32)
+        tl.store(out_ptr + offs, acc.to(tl.bfloat16), mask=inside)
+    _loose_barrier(signal_pad_ptrs, rank, world, RELAXED)
+
+
+def relaxed_signals(buffer, handle, out):
+    numel = buffer.numel()
+    _loose_one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096, RELAXED=True)
+
+
+def signals_at_gpu_scope(buffer, handle, out):
+    numel = buffer.numel()
+    _loose_one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096, RELAXED=False)
+
+
+def library_while_capturing(buffer, handle, out):
+    if torch.cuda.is_current_stream_capturing():
+        torch.ops.symm_mem.one_shot_all_reduce_out(buffer, "sum", dist.group.WORLD.group_name, out)
+        return
+    barriers_in_and_out(buffer, handle, out)

@@ -1,0 +1,461 @@
+"""Lab 11's mutation suite: exercise 1 on two NCCL ranks (two GPUs, Triton), exercise 2 on a CPU.
+
+Exercise 1's checker runs each answer's source, with the Triton kernels it launches, in the ranks: the answers are
+wrappers in tests/one_shot_kernels.py around one kernel whose planted mistakes are constexpr switches. They meet
+one pair of ranks in turn (`ch11.judged_together`).
+"""
+
+import math
+import statistics
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+import torch.nn.functional as F
+
+from launchlab.chapters.ch11 import checkers as ch11
+from launchlab.env import gpu_count
+from mutants import Answer, judge, suite
+
+# ---- exercise 1: a one-shot all-reduce of your own -------------------------------------------------------------
+
+try:  # Triton comes with CUDA builds of PyTorch, not with the CPU tier's
+    import one_shot_kernels as k
+except ImportError:
+    k = None
+
+
+
+def _kernel_answer(name):
+    """The wrapper of that name in one_shot_kernels, or, without Triton (the CPU tier), one that says so."""
+    if k is not None:
+        return getattr(k, name)
+
+    def needs_triton(buffer, handle, out):
+        raise ImportError("Triton is not installed: lab 11 exercise 1's answers need a CUDA build of PyTorch")
+
+    needs_triton.__name__ = name
+    return needs_triton
+
+
+ONE_SHOT_ANSWERS = [Answer(label, kind, _kernel_answer(name)) for label, kind, name in [
+    ("barriers in and out, a loop over the grid (the course's)", "right", "barriers_in_and_out"),
+    ("a program per block of 8,192, no loop", "right", "a_program_per_block"),
+    ("peers read without waiting", "classic", "read_without_waiting"),
+    ("no wait before returning", "method", "return_without_waiting"),
+    ("a signal never consumed", "structure", "signal_left_set"),
+    ("its own buffer times the world size", "hard-coded", "own_times_world"),
+    ("the mean, not the sum", "unit", "the_mean"),
+    ("one block's worth", "structure", "one_block_each"),
+    ("no mask at the tail", "bad value", "no_tail_mask"),
+    ("the library's all-reduce called instead", "structure", "the_library"),
+    ("relaxed signals", "method", "relaxed_signals"),
+    ("signals at the GPU's own scope", "method", "signals_at_gpu_scope"),
+    ("the library's all-reduce while a graph is captured", "structure", "library_while_capturing"),
+]]
+SUITE_ONE_SHOT = suite("11", 1, ch11.check_one_shot, ONE_SHOT_ANSWERS)
+
+
+def test_exercise1_on_fewer_than_two_gpus_says_so(monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    monkeypatch.setattr(ch11, "gpu_count", lambda: 1)
+
+    def one_shot_all_reduce(buffer, handle, out):
+        raise NotImplementedError
+
+    verdict = ch11.check_one_shot(one_shot_all_reduce)
+    capsys.readouterr()
+    assert not verdict and "needs a GPU" in verdict.detail and "2 NVIDIA GPUs" in verdict.detail
+
+
+@pytest.mark.exercise("11", 1)
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_count() < 2 or k is None, reason="needs two CUDA GPUs and Triton")
+def test_lab11_exercise1_one_shot(monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    with ch11.judged_together(ch11.check_one_shot, [a.fn for a in ONE_SHOT_ANSWERS]):
+        wrong = judge("11", 1, ch11.check_one_shot, ONE_SHOT_ANSWERS)
+        verdicts = {a.fn.__name__: ch11.check_one_shot(a.fn) for a in ONE_SHOT_ANSWERS}
+    out = capsys.readouterr().out
+    print("\n".join(f"{name}: {'PASS' if v else 'FAIL'} {v.detail}" for name, v in verdicts.items()))
+    assert not wrong, "\n".join(wrong) + "\n" + out[-3000:]
+    assert "mean" in verdicts["the_mean"].detail
+    assert "library" in verdicts["the_library"].detail or "one_shot_all_reduce" in verdicts["the_library"].detail
+    assert "library" in verdicts["library_while_capturing"].detail
+    assert "across GPUs" in verdicts["relaxed_signals"].detail and "across GPUs" in verdicts["signals_at_gpu_scope"].detail
+
+
+def test_exercise1_reads_the_atomics_of_your_kernels():
+    """The static part of exercise 1, which a CPU can check: the atomics a kernel's source gives."""
+    from launchlab import rank_checks
+
+    if k is None:
+        pytest.skip("Triton is not installed (the CPU tier): the kernels' sources cannot be read as Triton functions")
+    assert ch11._atomics_off_system_scope(rank_checks.kernel_sources(k.barriers_in_and_out)) == []
+    assert len(ch11._atomics_off_system_scope(rank_checks.kernel_sources(k.relaxed_signals))) == 4
+
+
+# ---- exercise 2: the path per message size ----------------------------------------------------------------------
+
+MARGIN = ch11.MARGIN
+
+
+def fastest_path(samples):
+    by_size = {}
+    for s in samples:
+        if math.isfinite(s["us"]):
+            by_size.setdefault(s["bytes"], {}).setdefault(s["path"], []).append(s["us"])
+    chosen = {}
+    for size, paths in by_size.items():
+        medians = {path: statistics.median(us) for path, us in paths.items()}
+        best = min(medians, key=medians.get)
+        keep = "nccl" in medians and medians[best] > (1 - MARGIN) * medians["nccl"]
+        chosen[size] = "nccl" if keep else best
+    return chosen
+
+
+def with_numpy(samples):
+    """Right, written differently: numpy's nanmedian, the sizes in sorted order, a ratio test."""
+    sizes = sorted({s["bytes"] for s in samples})
+    chosen = {}
+    for size in sizes:
+        paths = sorted({s["path"] for s in samples if s["bytes"] == size})
+        medians = {}
+        for p in paths:
+            us = np.array([s["us"] for s in samples if s["bytes"] == size and s["path"] == p], dtype=float)
+            if np.isfinite(us).any():
+                medians[p] = float(np.nanmedian(us))
+        best = min(medians, key=lambda p: (medians[p], p))
+        chosen[size] = best if medians[best] / medians["nccl"] <= 1 - MARGIN else "nccl"
+    return chosen
+
+
+def sorted_by_hand(samples):
+    """Right, written differently: the median by sorting, NaN dropped with a self-comparison."""
+    groups = {}
+    for s in samples:
+        if s["us"] == s["us"]:
+            groups.setdefault((s["bytes"], s["path"]), []).append(s["us"])
+    chosen = {}
+    for size in {b for b, _ in groups}:
+        medians = {}
+        for (b, p), us in groups.items():
+            if b == size:
+                us = sorted(us)
+                mid = len(us) // 2
+                medians[p] = us[mid] if len(us) % 2 else (us[mid - 1] + us[mid]) / 2
+        winner = min(medians.items(), key=lambda item: item[1])
+        chosen[size] = winner[0] if winner[1] <= 0.9 * medians["nccl"] else "nccl"
+    return chosen
+
+
+def _by(rule, keep_nan=False, margin=MARGIN, key=lambda size: size):
+    def choose(samples):
+        groups = {}
+        for s in samples:
+            if keep_nan or math.isfinite(s["us"]):
+                groups.setdefault(s["bytes"], {}).setdefault(s["path"], []).append(s["us"])
+        chosen = {}
+        for size, paths in groups.items():
+            figures = {p: rule(us) for p, us in paths.items()}
+            best = min(figures, key=figures.get)
+            chosen[key(size)] = best if figures[best] <= (1 - margin) * figures["nccl"] else "nccl"
+        return chosen
+
+    return choose
+
+
+def by_mean(samples):
+    return _by(statistics.mean)(samples)
+
+
+def by_best_sample(samples):
+    return _by(min)(samples)
+
+
+def by_first_sample(samples):
+    return _by(lambda us: us[0])(samples)
+
+
+def nan_kept(samples):
+    return _by(statistics.median, keep_nan=True)(samples)
+
+
+def in_kilobytes(samples):
+    return _by(statistics.median, key=lambda size: size // 1024)(samples)
+
+
+def smallest_size_everywhere(samples):
+    chosen = fastest_path(samples)
+    first = chosen[min(chosen)]
+    return {size: first for size in chosen}
+
+
+def sorted_nan_median(samples):  # the median of every sample, NaN included, by sorting
+    def middle(us):
+        us = sorted(us)
+        return us[len(us) // 2] if len(us) % 2 else (us[len(us) // 2 - 1] + us[len(us) // 2]) / 2
+
+    return _by(middle, keep_nan=True)(samples)
+
+
+def any_nan_dropped(samples):
+    groups = {}
+    for s in samples:
+        groups.setdefault(s["bytes"], {}).setdefault(s["path"], []).append(s["us"])
+    chosen = {}
+    for size, paths in groups.items():
+        medians = {p: statistics.median(us) for p, us in paths.items() if all(math.isfinite(u) for u in us)}
+        best = min(medians, key=medians.get)
+        chosen[size] = best if medians[best] <= (1 - MARGIN) * medians["nccl"] else "nccl"
+    return chosen
+
+
+def strictly_below(samples):
+    groups = {}
+    for s in samples:
+        if math.isfinite(s["us"]):
+            groups.setdefault(s["bytes"], {}).setdefault(s["path"], []).append(s["us"])
+    chosen = {}
+    for size, paths in groups.items():
+        medians = {p: statistics.median(us) for p, us in paths.items()}
+        best = min(medians, key=medians.get)
+        chosen[size] = best if medians[best] < (1 - MARGIN) * medians["nccl"] else "nccl"
+    return chosen
+
+
+def lower_middle(samples):
+    return _by(statistics.median_low)(samples)
+
+
+def ratio_inverted(samples):
+    groups = {}
+    for s in samples:
+        if math.isfinite(s["us"]):
+            groups.setdefault(s["bytes"], {}).setdefault(s["path"], []).append(s["us"])
+    chosen = {}
+    for size, paths in groups.items():
+        medians = {p: statistics.median(us) for p, us in paths.items()}
+        best = min(medians, key=medians.get)
+        chosen[size] = best if medians["nccl"] >= (1 + MARGIN) * medians[best] else "nccl"
+    return chosen
+
+
+def typed_in(samples):  # what one run wanted, with the course's original roles
+    return {4 << 10: "nccl", 64 << 10: "one-shot", 1 << 20: "two-shot", 16 << 20: "two-shot"}
+
+
+def no_margin(samples):
+    return _by(statistics.median, margin=0.0)(samples)
+
+
+PATH_ANSWERS = [
+    Answer("medians, NCCL kept within the margin (the course's)", "right", fastest_path),
+    Answer("numpy nanmedian", "right", with_numpy),
+    Answer("medians by sorting", "right", sorted_by_hand),
+    Answer("the mean of the samples", "classic", by_mean),
+    Answer("the best sample", "method", by_best_sample),
+    Answer("the first sample", "method", by_first_sample),
+    Answer("a failed path's NaN kept", "bad value", nan_kept),
+    Answer("sizes in kilobytes", "unit", in_kilobytes),
+    Answer("one path for every size", "hard-coded", smallest_size_everywhere),
+    Answer("no margin: the strictly fastest", "method", no_margin),
+    Answer("one run's answer typed in", "hard-coded", typed_in),
+    Answer("NaN sorted into the median", "bad value", sorted_nan_median),
+    Answer("a path with any NaN thrown out", "bad value", any_nan_dropped),
+    Answer("strictly below the margin", "method", strictly_below),
+    Answer("the lower middle sample", "method", lower_middle),
+    Answer("the margin's ratio inverted", "unit", ratio_inverted),
+]
+SUITE_PATH = suite("11", 2, ch11.check_path_choice, PATH_ANSWERS)
+
+
+@pytest.mark.exercise("11", 2)
+def test_lab11_exercise2_path_choice(monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    wrong = judge("11", 2, ch11.check_path_choice, PATH_ANSWERS, trials=5)
+    kb = ch11.check_path_choice(in_kilobytes)
+    capsys.readouterr()
+    assert not wrong, "\n".join(wrong)
+    assert "bytes" in kb.hint
+
+
+# ---- exercise 3: a tensor-parallel MLP in one graph per rank ---------------------------------------------------
+# Each answer is a self-contained def: the checker runs its source in ranks that import torch, dist, funcol, F.
+
+
+def tp_mlp_graph(x, w_gate, w_up, w_down):
+    partial, out = torch.empty_like(x), torch.empty_like(x)
+
+    def step():
+        torch.mm(F.silu(x @ w_gate.T) * (x @ w_up.T), w_down.T, out=partial)
+        dist.all_reduce(partial)
+        torch.add(x, partial, out=out)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, out
+
+
+def residual_on_rank_zero(x, w_gate, w_up, w_down):
+    """Right, written differently: rank 0 adds x before the sum, the others add nothing; functional all-reduce."""
+    out = torch.empty_like(x)
+
+    def step():
+        part = (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+        if dist.get_rank() == 0:
+            part = part + x
+        out.copy_(funcol.all_reduce(part, "sum", dist.group.WORLD))
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, out
+
+
+def residual_everywhere(x, w_gate, w_up, w_down):
+    out = torch.empty_like(x)
+
+    def step():
+        part = x + (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+        dist.all_reduce(part)
+        out.copy_(part)
+
+    step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, out
+
+
+def reduced_too_early(x, w_gate, w_up, w_down):
+    out = torch.empty_like(x)
+
+    def step():
+        hidden = F.silu(x @ w_gate.T) * (x @ w_up.T)
+        dist.all_reduce(hidden)
+        out.copy_(x + hidden @ w_down.T)
+
+    step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, out
+
+
+def never_reduced(x, w_gate, w_up, w_down):
+    out = torch.empty_like(x)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out.copy_(x + (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T)
+    return graph, out
+
+
+def mean_of_parts(x, w_gate, w_up, w_down):
+    out = torch.empty_like(x)
+
+    def step():
+        part = (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+        dist.all_reduce(part)
+        out.copy_(x + part / dist.get_world_size())
+
+    step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, out
+
+
+def on_a_copy(x, w_gate, w_up, w_down):
+    x = x.clone()
+    out = torch.empty_like(x)
+
+    def step():
+        part = (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+        dist.all_reduce(part)
+        out.copy_(x + part)
+
+    step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, out
+
+
+def half_x_each(x, w_gate, w_up, w_down):
+    out = torch.empty_like(x)
+
+    def step():
+        part = x / 2 + (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+        dist.all_reduce(part)
+        out.copy_(part)
+
+    step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, out
+
+
+def eager_replay(x, w_gate, w_up, w_down):
+    out = torch.empty_like(x)
+
+    class Eager(torch.cuda.CUDAGraph):
+        def replay(self):
+            part = (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+            dist.all_reduce(part)
+            out.copy_(x + part)
+
+    return Eager(), out
+
+
+def out_outside(x, w_gate, w_up, w_down):
+    part = (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+    out = x + part
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dist.all_reduce(part)
+    return graph, out
+
+
+TP_ANSWERS = [
+    Answer("partial, all-reduce, residual once (the course's)", "right", tp_mlp_graph),
+    Answer("the residual on rank 0 only, functional all-reduce", "right", residual_on_rank_zero),
+    Answer("the residual added on every rank", "classic", residual_everywhere),
+    Answer("the all-reduce before the down projection", "method", reduced_too_early),
+    Answer("no all-reduce", "structure", never_reduced),
+    Answer("the mean of the parts", "unit", mean_of_parts),
+    Answer("the graph reads a copy of x", "structure", on_a_copy),
+    Answer("half of x on each of two ranks", "hard-coded", half_x_each),
+    Answer("a replay that runs the MLP eagerly", "structure", eager_replay),
+    Answer("out written outside the graph", "bad value", out_outside),
+]
+SUITE_TP = suite("11", 3, ch11.check_tp_mlp, TP_ANSWERS)
+
+
+@pytest.mark.exercise("11", 3)
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_count() < 2, reason="needs two CUDA GPUs")
+def test_lab11_exercise3_tp_mlp(monkeypatch, capsys):
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    with ch11.judged_together(ch11.check_tp_mlp, [a.fn for a in TP_ANSWERS]):
+        wrong = judge("11", 3, ch11.check_tp_mlp, TP_ANSWERS)
+        verdicts = {a.fn.__name__: ch11.check_tp_mlp(a.fn) for a in TP_ANSWERS}
+    out = capsys.readouterr().out
+    print("\n".join(f"{name}: {'PASS' if v else 'FAIL'} {v.detail}" for name, v in verdicts.items()))
+    assert not wrong, "\n".join(wrong) + "\n" + out[-3000:]
+    assert "alone" in verdicts["half_x_each"].detail
+    assert "read x as it is now" in verdicts["on_a_copy"].detail
