@@ -431,6 +431,23 @@ def out_outside(x, w_gate, w_up, w_down):
     return graph, out
 
 
+def padded_on_one_rank(x, w_gate, w_up, w_down):
+    out = torch.empty_like(x)
+    rows = 1 + dist.get_rank()  # each rank pads the token to its own size: the all-reduces no longer match
+
+    def step():
+        part = (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+        padded = torch.cat([part] * rows)
+        dist.all_reduce(padded)
+        out.copy_(x + padded[:1])
+
+    step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, out
+
+
 TP_ANSWERS = [
     Answer("partial, all-reduce, residual once (the course's)", "right", tp_mlp_graph),
     Answer("the residual on rank 0 only, functional all-reduce", "right", residual_on_rank_zero),
@@ -442,6 +459,7 @@ TP_ANSWERS = [
     Answer("half of x on each of two ranks", "hard-coded", half_x_each),
     Answer("a replay that runs the MLP eagerly", "structure", eager_replay),
     Answer("out written outside the graph", "bad value", out_outside),
+    Answer("sizes that differ between ranks", "structure", padded_on_one_rank),  # judged alone: it stops a run
 ]
 SUITE_TP = suite("11", 3, ch11.check_tp_mlp, TP_ANSWERS)
 
@@ -451,9 +469,10 @@ SUITE_TP = suite("11", 3, ch11.check_tp_mlp, TP_ANSWERS)
 @pytest.mark.skipif(gpu_count() < 2, reason="needs two CUDA GPUs")
 def test_lab11_exercise3_tp_mlp(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    with ch11.judged_together(ch11.check_tp_mlp, [a.fn for a in TP_ANSWERS]):
+    together = [a.fn for a in TP_ANSWERS if a.fn is not padded_on_one_rank]
+    with ch11.judged_together(ch11.check_tp_mlp, together):
         wrong = judge("11", 3, ch11.check_tp_mlp, TP_ANSWERS)
-        verdicts = {a.fn.__name__: ch11.check_tp_mlp(a.fn) for a in TP_ANSWERS}
+        verdicts = {fn.__name__: ch11.check_tp_mlp(fn) for fn in together}
     out = capsys.readouterr().out
     print("\n".join(f"{name}: {'PASS' if v else 'FAIL'} {v.detail}" for name, v in verdicts.items()))
     assert not wrong, "\n".join(wrong) + "\n" + out[-3000:]

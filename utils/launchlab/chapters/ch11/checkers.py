@@ -382,6 +382,12 @@ def check_tp_mlp(tp_mlp_graph: Callable) -> str:
     rows, alone, run = answer_rows(tp_mlp_graph, _TP_MLP)
     answered(rows, "tp_mlp_graph")
     if len(rows) < 2:
+        if run is not None and (run.timed_out or run.tagged("WATCHDOG")):
+            raise CheckFailed("the ranks did not finish and were stopped by the watchdog: a collective on one rank "
+                              "waited for a partner the other rank never issued",
+                              hint="every rank must issue the same collectives with the same sizes, in the same "
+                                   "order, in the warm-up and in the capture: a size that differs between ranks "
+                                   "(a rank's own padding, a shape from its own data) leaves a partner waiting")
         raise rank_checks.failed(run)
     for r in rows:
         where = f"rank {r['rank']}"
