@@ -52,7 +52,7 @@ def _index_copy_write(cache: torch.Tensor, new: torch.Tensor, pos: torch.Tensor)
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding of queries or keys [batch, heads, 1, head_dim]."""
+    """Rotary position embedding of queries or keys [..., head_dim] (cos and sin broadcast over the rest)."""
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 

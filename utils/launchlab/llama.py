@@ -4,8 +4,8 @@ only the filled cache.
 
 Everything a step needs lives in tensors of fixed shape and address (the caches, the position, the rotary table),
 so a step can be compiled without graph breaks and captured into one CUDA graph, as the toy decoder's can
-(`launchlab.decoder`). Launched from the host it is launch-bound too; in one graph it is bound by reading its
-2.5 GB of weights per token.
+(`launchlab.decoder`). Launched from the host it is launch-bound too; in one graph, the 2.5 GB of weights it reads
+per token set the floor the lecture measures it against.
 """
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+# the toy decoder's rotary embedding: the same rotation, whatever the leading shape
+from .decoder import rotate
 
 # attention(q [B, Hq, D], k_cache, v_cache [B, Hkv, T, D], pos one-element int64 tensor) -> y [B, Hq, D]
 Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -54,12 +57,6 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.
     """RMSNorm, computed in fp32 whatever x's dtype."""
     xf = x.float()
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
-
-
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding of queries or keys [batch, heads, head_dim]."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
 class LlamaLayer(nn.Module):
