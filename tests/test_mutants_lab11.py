@@ -287,12 +287,10 @@ def test_lab11_exercise2_path_choice(monkeypatch, capsys):
 
 
 def tp_mlp_graph(x, w_gate, w_up, w_down):
-    partial, out = torch.empty_like(x), torch.empty_like(x)
-
     def step():
-        torch.mm(F.silu(x @ w_gate.T) * (x @ w_up.T), w_down.T, out=partial)
+        partial = F.silu(x @ w_gate.T) * (x @ w_up.T) @ w_down.T
         dist.all_reduce(partial)
-        torch.add(x, partial, out=out)
+        return x + partial
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -301,7 +299,7 @@ def tp_mlp_graph(x, w_gate, w_up, w_down):
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        step()
+        out = step()
     return graph, out
 
 
@@ -448,6 +446,21 @@ def padded_on_one_rank(x, w_gate, w_up, w_down):
     return graph, out
 
 
+def float32_out(x, w_gate, w_up, w_down):
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)  # right numbers, not the next layer's dtype
+
+    def step():
+        part = (F.silu(x.float() @ w_gate.float().T) * (x.float() @ w_up.float().T)) @ w_down.float().T
+        dist.all_reduce(part)
+        torch.add(x.float(), part, out=out)
+
+    step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, out
+
+
 TP_ANSWERS = [
     Answer("partial, all-reduce, residual once (the course's)", "right", tp_mlp_graph),
     Answer("the residual on rank 0 only, functional all-reduce", "right", residual_on_rank_zero),
@@ -459,6 +472,7 @@ TP_ANSWERS = [
     Answer("half of x on each of two ranks", "hard-coded", half_x_each),
     Answer("a replay that runs the MLP eagerly", "structure", eager_replay),
     Answer("out written outside the graph", "bad value", out_outside),
+    Answer("out in float32, not the bfloat16 of x", "unit", float32_out),
     Answer("sizes that differ between ranks", "structure", padded_on_one_rank),  # judged alone: it stops a run
 ]
 SUITE_TP = suite("11", 3, ch11.check_tp_mlp, TP_ANSWERS)
@@ -477,4 +491,7 @@ def test_lab11_exercise3_tp_mlp(monkeypatch, capsys):
     print("\n".join(f"{name}: {'PASS' if v else 'FAIL'} {v.detail}" for name, v in verdicts.items()))
     assert not wrong, "\n".join(wrong) + "\n" + out[-3000:]
     assert "alone" in verdicts["half_x_each"].detail
-    assert "read x as it is now" in verdicts["on_a_copy"].detail
+    # the copy is let go when the answer returns: the replay reads it stale, or reads what is made there next
+    copy = verdicts["on_a_copy"]
+    assert "read x as it is now" in copy.detail or "capture on x itself" in copy.hint
+    assert "not bfloat16" in verdicts["float32_out"].detail

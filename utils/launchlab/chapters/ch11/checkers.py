@@ -365,7 +365,7 @@ _TP_MLP = RankExercise('''
         return {"errors": errors, "replays": replays, "spread": spread, "graph_launches": launches.graphs,
                 "stale": all(torch.equal(seen[0], later) for later in seen[1:]),
                 "kernel_launches": launches.kernels, "nccl_kernels": sum("nccl" in k.lower() for k in kernels),
-                "shape": list(out.shape)}
+                "shape": list(out.shape), "dtype": str(out.dtype).removeprefix("torch.")}
 ''', "nccl", lambda: {"SEED": checking.rng().randrange(10_000), "WIDTH": TP_WIDTH, "MLP": TP_MLP,
                       "WATCHDOG_S": WATCHDOG_S}, also_alone=True)
 
@@ -394,6 +394,11 @@ def check_tp_mlp(tp_mlp_graph: Callable) -> str:
         if "returned" in r:
             raise CheckFailed(f"{where}: tp_mlp_graph returned {r['returned']}, not (graph, out)",
                               hint="return the torch.cuda.CUDAGraph you captured and the tensor its replay writes")
+        if r["shape"] != [1, TP_WIDTH] or r["dtype"] != "bfloat16":
+            raise CheckFailed(f"{where}: out is a {r['dtype']} tensor of shape {r['shape']}, not bfloat16 of shape "
+                              f"[1, {TP_WIDTH}] like x",
+                              hint="the next layer reads out as it reads x: the same shape, in bfloat16 (round a "
+                                   "float32 result into it inside the capture)")
         if r["replays"] != 1:
             raise CheckFailed(f"{where}: one call of graph.replay() made {r['replays']} graph replays",
                               hint="return the torch.cuda.CUDAGraph itself: its replay runs the captured work")
@@ -407,7 +412,9 @@ def check_tp_mlp(tp_mlp_graph: Callable) -> str:
             raise CheckFailed(f"{where}: out differs from x + MLP(x) of the whole model by {worst:.3g} of the "
                               "MLP's largest value (at most 0.02)",
                               hint=("the partial down projections are what add up: all-reduce this rank's "
-                                    "silu(x @ w_gate.T) * (x @ w_up.T) @ w_down.T (the sum), then add x once"))
+                                    "silu(x @ w_gate.T) * (x @ w_up.T) @ w_down.T (the sum), then add x once; and "
+                                    "capture on x itself, with every buffer made inside the capture (a tensor made "
+                                    "outside it and let go is reused by whatever comes next)"))
         if r["spread"] > 0:
             raise CheckFailed(f"{where}: the ranks' outputs differ by {r['spread']:.3g}: every rank must end with "
                               "the same output")
