@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from .checking import CheckFailed
 from .ranks import RankRun, run_ranks
 
-__all__ = ["RankExercise", "alone_rows", "answer_rows", "answered", "failed", "judged_together", "rows_of"]
+__all__ = ["RankExercise", "alone_rows", "answer_rows", "answered", "failed", "judged_together", "kernel_sources",
+           "rows_of"]
 
 RANK_TIMEOUT_S = 240
 
@@ -42,13 +43,20 @@ class CollectiveFailed(Exception):
     """A collective of the checker's failed: the partner rank is gone or out of step; this rank stops."""
 
 
+def said(exc):
+    """An exception's first line, and its last where the first only says where (a Triton CompilationError)."""
+    lines = [line.strip() for line in f"{type(exc).__name__}: {exc}".splitlines() if line.strip()]
+    text = f"{lines[0]} ... {lines[-1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+    return text[:400]
+
+
 def yours(fn, *args):
     try:
         return fn(*args)
     except (NotImplementedError, CollectiveFailed):
         raise
     except Exception as exc:
-        raise YourCodeRaised(f"{type(exc).__name__}: {exc}".splitlines()[0][:300]) from exc
+        raise YourCodeRaised(said(exc)) from exc
 
 
 def checkers_all_reduce(t):
@@ -86,7 +94,7 @@ for index, (name, source) in enumerate(LEARNERS):
         try:
             exec(compile(source, filename, "exec"), space)
         except Exception as exc:
-            raise YourCodeRaised(f"{type(exc).__name__}: {exc}".splitlines()[0][:300]) from exc
+            raise YourCodeRaised(said(exc)) from exc
         row = judge(space[name])
     except NotImplementedError as exc:
         row = {"not_implemented": str(exc)}
@@ -122,33 +130,64 @@ def _python_function(kernel: object) -> Callable | None:
     return None
 
 
-def _jit_helpers(fn: Callable) -> list[tuple[object, Callable]]:
-    """The Triton kernels `fn` names, and the ones they name, each with its Python function, in the order first
-    met (a kernel's source must travel with the function that launches it)."""
+def _names(code: object) -> list[str]:
+    """The global names a code object and the functions nested in it use, in the order they first appear."""
+    names = list(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names += _names(const)
+    return list(dict.fromkeys(names))
+
+
+def _helpers(fn: Callable) -> list[tuple[object, Callable]]:
+    """What `fn` calls that must travel with it, in the order first met: the Triton kernels it names and the ones
+    they name, each with its Python function, and the plain functions defined where `fn` is (a notebook's own
+    helpers), each as itself. Anything imported from a module the ranks can import stays behind."""
     found: list[tuple[object, Callable]] = []
+    home = getattr(fn, "__module__", None)
     todo = [fn]
     while todo:
         current = todo.pop(0)
         code, space = getattr(current, "__code__", None), getattr(current, "__globals__", {})
-        for name in code.co_names if code else ():
+        for name in _names(code) if code else ():
             value = space.get(name)
             inner = _python_function(value)
-            if inner is not None and all(value is not kernel for kernel, _ in found):
+            if inner is None and inspect.isfunction(value) and value is not fn and value.__module__ == home:
+                inner = value
+            if inner is not None and all(value is not seen for seen, _ in found):
                 found.append((value, inner))
                 todo.append(inner)
     return found
+
+
+def _jit_helpers(fn: Callable) -> list[tuple[object, Callable]]:
+    """The Triton kernels among `fn`'s helpers, each with its Python function."""
+    return [(kernel, inner) for kernel, inner in _helpers(fn) if kernel is not inner]
+
+
+def kernel_sources(fn: Callable) -> list[str]:
+    """The sources of the Triton kernels `fn` launches, directly, through the kernels it names or through its own
+    helpers."""
+    sources = []
+    for _, kernel in _jit_helpers(fn):
+        try:
+            sources.append(textwrap.dedent(inspect.getsource(kernel)))
+        except (OSError, TypeError):
+            continue
+    return sources
 
 
 def _source(fn: Callable) -> tuple[str, str]:
     """(name, source) of the learner's function as written, after the sources of the Triton kernels it uses."""
     name = getattr(fn, "__name__", "")
     parts = []
-    for _, kernel in reversed(_jit_helpers(fn)):
+    for kernel, inner in reversed(_helpers(fn)):
+        what = "the Triton kernel" if kernel is not inner else "your helper"
         try:
-            parts.append(textwrap.dedent(inspect.getsource(kernel)))
+            parts.append(textwrap.dedent(inspect.getsource(inner)))
         except (OSError, TypeError) as exc:
-            raise CheckFailed(f"cannot read the source of the Triton kernel {kernel.__name__} ({exc}); define it "
-                              "with `@triton.jit def` in a notebook cell") from None
+            raise CheckFailed(f"cannot read the source of {what} {inner.__name__} ({exc}); define it with "
+                              f"`{'@triton.jit ' if kernel is not inner else ''}def` in a notebook cell") from None
     try:
         parts.append(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError) as exc:

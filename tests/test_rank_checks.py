@@ -1,0 +1,71 @@
+"""launchlab.rank_checks on a CPU: what travels to the ranks with a learner's function."""
+
+from launchlab import checking, rank_checks
+
+
+def _scale(values):
+    return [2 * v for v in _offset(values)]
+
+
+def _offset(values):
+    return [v + checking.rng().random() * 0 for v in values]
+
+
+def answer_with_helpers(values):
+    run = lambda: _scale(values)  # a helper named only inside a nested function still travels
+    return run()
+
+
+def test_a_learners_own_helpers_travel_with_the_answer_and_imports_stay_behind():
+    name, source = rank_checks._source(answer_with_helpers)
+    assert name == "answer_with_helpers"
+    assert "def _scale(" in source and "def _offset(" in source
+    assert "def rng(" not in source  # launchlab is importable on every rank: its code stays behind
+    space = {"checking": checking}
+    exec(compile(source, "<ranks>", "exec"), space)
+    assert space["answer_with_helpers"]([1, 2]) == [2, 4]
+    assert rank_checks.kernel_sources(answer_with_helpers) == []  # plain functions are no Triton kernels
+
+
+def _kernel_body(ptr):
+    return ptr
+
+
+class _TritonKernel:
+    """Stands in for a triton.jit kernel on a CPU: what rank_checks reads of one is its module and its .fn."""
+
+    __module__ = "triton.runtime.jit"
+
+    def __init__(self, fn):
+        self.fn = fn
+
+
+_fake_kernel = _TritonKernel(_kernel_body)
+
+
+def _launcher(ptr):
+    return _fake_kernel.fn(ptr)
+
+
+def answer_launching_through_a_helper(ptr):
+    return _launcher(ptr)
+
+
+def test_a_kernel_launched_through_a_helper_travels_and_its_source_is_read():
+    name, source = rank_checks._source(answer_launching_through_a_helper)
+    assert "def _launcher(" in source and "def _kernel_body(" in source
+    assert rank_checks.kernel_sources(answer_launching_through_a_helper) == [
+        "def _kernel_body(ptr):\n    return ptr\n"]
+
+
+def test_an_error_whose_first_line_only_says_where_is_reported_with_its_reason():
+    prelude = rank_checks.PRELUDE
+    space: dict = {}
+    exec(prelude[prelude.index("def said("):prelude.index("def yours(")], space)
+
+    class CompilationError(Exception):
+        pass
+
+    where_then_why = CompilationError("at 16:4:\n    for start in tl.range(0, n):\n    ^\nLoop-carried variable peer changed type")
+    assert space["said"](where_then_why) == ("CompilationError: at 16:4: ... Loop-carried variable peer changed type")
+    assert space["said"](ValueError("one line\nand more")) == "ValueError: one line"
