@@ -12,7 +12,9 @@ def _offset(values):
 
 
 def answer_with_helpers(values):
-    run = lambda: _scale(values)  # a helper named only inside a nested function still travels
+    def run():  # a helper named only inside a nested function still travels
+        return _scale(values)
+
     return run()
 
 
