@@ -413,8 +413,9 @@ def check_tp_mlp(tp_mlp_graph: Callable) -> str:
                               "MLP's largest value (at most 0.02)",
                               hint=("the partial down projections are what add up: all-reduce this rank's "
                                     "silu(x @ w_gate.T) * (x @ w_up.T) @ w_down.T (the sum), then add x once; and "
-                                    "capture on x itself, with every buffer made inside the capture (a tensor made "
-                                    "outside it and let go is reused by whatever comes next)"))
+                                    "capture on x itself, with every buffer the graph uses made inside the capture or "
+                                    "kept alive (a tensor made outside it and let go is handed to whatever comes "
+                                    "next, while every replay still reads and writes it)"))
         if r["spread"] > 0:
             raise CheckFailed(f"{where}: the ranks' outputs differ by {r['spread']:.3g}: every rank must end with "
                               "the same output")
