@@ -299,9 +299,8 @@ def check_one_shot(one_shot_all_reduce: Callable) -> str:
         raise CheckFailed(f"{len(loose)} atomic(s) in your kernels do not order memory across GPUs: {loose[0]}",
                           hint="give every signal atomic scope=\"sys\" (the peer is another GPU; the default scope "
                                "is this GPU only) and release (announce) or acquire (wait) semantics: a relaxed "
-                               "signal orders nothing the kernel itself wrote, and leaves the input an earlier "
-                               "kernel wrote to the kernel boundary (PyTorch's one-shot relies on that; this "
-                               "exercise asks for the ordering the memory model guarantees)")
+                               "signal does not order the buffer's contents with the flag, so a peer may see the "
+                               "flag and still read what the buffer held before")
     for r in rows:
         library = [k for k in r["kernels"] if _library_kernel(k)]
         if library:
