@@ -257,10 +257,51 @@ def host_clock_no_sync(fn, stream):
     return (time.perf_counter() - start) * 1e3
 
 
+def wall_clock_device_synchronised(fn, stream):
+    """A synchronised wall clock: the device drained before, and waited for after."""
+    cp = _cp()
+    cp.cuda.Device().synchronize()
+    start = time.perf_counter()
+    fn()
+    cp.cuda.Device().synchronize()
+    return (time.perf_counter() - start) * 1e3
+
+
+def wall_clock_stream_synchronised(fn, stream):
+    """A wall clock that waits for the stream after fn, not before: the stream's earlier work counts."""
+    start = time.perf_counter()
+    fn()
+    stream.synchronize()
+    return (time.perf_counter() - start) * 1e3
+
+
+def default_stream_events_after_stream_sync(fn, stream):
+    """Events on the current stream, with the stream waited for before the end event is recorded."""
+    cp = _cp()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    fn()
+    stream.synchronize()
+    end.record()
+    end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end)
+
+
+def device_drained_then_events(fn, stream):
+    """Right, more cautious than needed: the device drained first, then events on the stream."""
+    _cp().cuda.Device().synchronize()
+    return event_time(fn, stream)
+
+
 EVENT_ANSWERS = [
     Answer("both events on the stream (the solution)", "right", event_time),
     Answer("with stream: events on the current stream", "right", event_time_in_stream_context),
     Answer("Stream.record()", "right", event_time_stream_record),
+    Answer("the device drained first, then events on the stream", "right", device_drained_then_events),
+    Answer("a wall clock with the device synchronised before and after", "classic", wall_clock_device_synchronised),
+    Answer("a wall clock that waits for the stream after fn only", "method", wall_clock_stream_synchronised),
+    Answer("events on the current stream, the stream waited for before the end event", "classic",
+           default_stream_events_after_stream_sync),
     Answer("events on the current stream (the broken timer)", "classic", lambda fn, s: _events(fn, None, None)),
     Answer("end event on the current stream", "classic", lambda fn, s: _events(fn, s, None)),
     Answer("events on a new stream", "structure",

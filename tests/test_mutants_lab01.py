@@ -507,6 +507,22 @@ def in_place_passes():
 """
 
 
+def four_passes_redone_per_output():
+    # Right numbers (in double), but every output redoes the four 5-tap passes from x: 5 x 5 x 5 x 5 = 625 reads
+    # and products where one 17-tap pass needs 17.
+    return HEAD + GUARD + r"""
+    const double w[5] = {0.0625, 0.25, 0.375, 0.25, 0.0625};
+    double acc = 0.0;
+    for (int a = 0; a < 5; ++a)
+        for (int b = 0; b < 5; ++b)
+            for (int c = 0; c < 5; ++c)
+                for (int d = 0; d < 5; ++d)
+                    acc += w[a] * w[b] * w[c] * w[d] * x[(i + a + b + c + d - 8 + n) % n];
+    y[i] = (float)acc;
+}
+"""
+
+
 FUSED_ANSWERS = [
     Answer("one 17-tap binomial pass (the solution)", "right", fused),
     Answer("four 5-tap passes in registers", "right", fused_four_passes_in_registers),
@@ -517,6 +533,7 @@ FUSED_ANSWERS = [
     Answer("clamped at the ends, not periodic", "method",
            lambda: _taps_kernel(BINOMIAL_16, "(1.0f / 65536.0f)", index="min(max(i + k, 0), n - 1)")),
     Answer("four passes in place in one launch", "structure", in_place_passes),
+    Answer("every output redoes the four passes (625 reads)", "method", four_passes_redone_per_output),
     Answer("written into x, not y", "structure",
            lambda: _taps_kernel(BINOMIAL_16, "(1.0f / 65536.0f)", out="((float*)x)[i]")),
     Answer("no bounds check", "structure",
@@ -541,7 +558,9 @@ def test_lab01_exercise4_fused_conv():
     assert not wrong, "\n".join(wrong)
     assert "periodic" in ch01.check_fused_conv(FUSED_ANSWERS[5].fn).hint
     assert "3 binomial filters" in ch01.check_fused_conv(FUSED_ANSWERS[4].fn).hint
-    assert "i >= n" in ch01.check_fused_conv(FUSED_ANSWERS[8].fn).hint
+    assert "i >= n" in ch01.check_fused_conv(FUSED_ANSWERS[9].fn).hint
+    redone = ch01.check_fused_conv(four_passes_redone_per_output)
+    assert "1,048,576" in redone.detail and "redoing the four passes" in redone.hint
 
 
 def test_lab01_fused_conv_diagnoses_on_a_cpu():

@@ -186,13 +186,20 @@ def check_event_stream(event_time_ms: Callable[[Callable[[], object], object], f
 
     spin = spinner()
     stream = cp.cuda.Stream(non_blocking=True)  # a stream that does not wait for the default stream
+    elsewhere = cp.cuda.Stream(non_blocking=True)  # other work on the GPU, which no timer of stream should see
     rows = []
     for duration_us in _durations_us(3, checking.rng()):
         _clear(spin)
-        mine = _returned_ms(event_time_ms(_capped(lambda d=duration_us: spin.launch(d, stream=stream), "event_time_ms"),
-                                          stream),
-                            "event_time_ms")
-        stream.synchronize()
+        # stream is still busy with earlier work when your timer starts, and fn keeps the GPU busy elsewhere for
+        # twice its kernel's time: a wall clock, or events on another stream, see one or the other
+        spin.occupy(duration_us, stream)
+
+        def fn(d=duration_us):
+            spin.occupy(2 * d, elsewhere)
+            spin.launch(d, stream=stream)
+
+        mine = _returned_ms(event_time_ms(_capped(fn, "event_time_ms"), stream), "event_time_ms")
+        cp.cuda.Device().synchronize()
         rows.append((mine, _truth_ms(spin, "event_time_ms")))
     line = f"event times of kernels on a side stream: {_ratios_line(rows)}"
     off = _off_ratios(rows)
@@ -200,7 +207,10 @@ def check_event_stream(event_time_ms: Callable[[Callable[[], object], object], f
         return line + f" (all within {TOLERANCE:.0%})"
     hint = _unit_slip(rows) or (
         "your events saw almost none of the kernel: they were recorded on a stream where nothing ran; pass "
-        "the stream to record (start.record(stream)), both of them" if off[0] < TOO_SHORT else None)
+        "the stream to record (start.record(stream)), both of them" if off[0] < TOO_SHORT else
+        "your figure also holds other work: the stream's earlier work, or the other stream's. A wall clock or a "
+        "synchronize() between your events waits for that too; record both events on stream (start.record(stream)) "
+        "and read the time between them" if off[0] > 1 + TOLERANCE else None)
     raise CheckFailed(line + f" ({len(off)} off by more than {TOLERANCE:.0%})", hint)
 
 
