@@ -191,11 +191,12 @@ def check_event_stream(event_time_ms: Callable[[Callable[[], object], object], f
     for duration_us in _durations_us(3, checking.rng()):
         _clear(spin)
         # stream is still busy with earlier work when your timer starts, and fn keeps the GPU busy elsewhere for
-        # twice its kernel's time: a wall clock, or events on another stream, see one or the other
+        # three times its kernel's time: a wall clock, events on another stream, or a device-wide synchronize()
+        # between your events see one or the other
         spin.occupy(duration_us, stream)
 
         def fn(d=duration_us):
-            spin.occupy(2 * d, elsewhere)
+            spin.occupy(3 * d, elsewhere)
             spin.launch(d, stream=stream)
 
         mine = _returned_ms(event_time_ms(_capped(fn, "event_time_ms"), stream), "event_time_ms")
@@ -209,7 +210,7 @@ def check_event_stream(event_time_ms: Callable[[Callable[[], object], object], f
         "your events saw almost none of the kernel: they were recorded on a stream where nothing ran; pass "
         "the stream to record (start.record(stream)), both of them" if off[0] < TOO_SHORT else
         "your figure also holds other work: the stream's earlier work, or the other stream's. A wall clock or a "
-        "synchronize() between your events waits for that too; record both events on stream (start.record(stream)) "
+        "device synchronize() between your events waits for that too; record both events on stream (start.record(stream)) "
         "and read the time between them" if off[0] > 1 + TOLERANCE else None)
     raise CheckFailed(line + f" ({len(off)} off by more than {TOLERANCE:.0%})", hint)
 
