@@ -71,3 +71,56 @@ def test_an_error_whose_first_line_only_says_where_is_reported_with_its_reason()
     where_then_why = CompilationError("at 16:4:\n    for start in tl.range(0, n):\n    ^\nLoop-carried variable peer changed type")
     assert space["said"](where_then_why) == ("CompilationError: at 16:4: ... Loop-carried variable peer changed type")
     assert space["said"](ValueError("one line\nand more")) == "ValueError: one line"
+
+
+def test_an_error_raised_from_another_is_reported_with_the_inner_reason():
+    prelude = rank_checks.PRELUDE
+    space: dict = {}
+    exec(prelude[prelude.index("def said("):prelude.index("def yours(")], space)
+
+    class CompilationError(Exception):
+        pass
+
+    try:
+        try:
+            raise TypeError("unsupported operand for constexpr")
+        except TypeError as inner:
+            raise CompilationError("at 12:8:\n    acc += helper(x)\n        ^") from inner
+    except CompilationError as outer:
+        assert space["said"](outer) == "CompilationError: at 12:8: ... TypeError: unsupported operand for constexpr"
+
+
+def all_reduce(values):  # shares its name with dist.all_reduce: an attribute read must not ship it
+    raise AssertionError("never called")
+
+
+def answer_reading_an_attribute_of_that_name(values):
+    import types
+
+    dist = types.SimpleNamespace(all_reduce=lambda v: v)
+    return dist.all_reduce(values)
+
+
+def test_a_name_read_after_a_dot_ships_nothing():
+    _, source = rank_checks._source(answer_reading_an_attribute_of_that_name)
+    assert "def all_reduce" not in source
+
+
+def _plain_in_a_kernel(ptr):
+    return ptr
+
+
+def _kernel_naming_a_plain_function(ptr):
+    return _plain_in_a_kernel(ptr)
+
+
+_kernel_with_a_plain_name = _TritonKernel(_kernel_naming_a_plain_function)
+
+
+def answer_launching_a_kernel_that_names_a_plain_function(ptr):
+    return _kernel_with_a_plain_name.fn(ptr)
+
+
+def test_a_kernels_body_is_followed_only_to_other_kernels():
+    _, source = rank_checks._source(answer_launching_a_kernel_that_names_a_plain_function)
+    assert "def _kernel_naming_a_plain_function(" in source and "def _plain_in_a_kernel(" not in source

@@ -9,6 +9,7 @@ answers in turn (the mutation suites' way of paying for one start-up instead of 
 
 from __future__ import annotations
 
+import dis
 import inspect
 import textwrap
 from collections.abc import Callable, Iterable, Iterator
@@ -44,10 +45,19 @@ class CollectiveFailed(Exception):
 
 
 def said(exc):
-    """An exception's first line, and its last where the first only says where (a Triton CompilationError)."""
+    """An exception's first line, and the reason where the first only says where (a Triton CompilationError: its
+    last line, or the error it was raised from where its last line is only a caret)."""
     lines = [line.strip() for line in f"{type(exc).__name__}: {exc}".splitlines() if line.strip()]
-    text = f"{lines[0]} ... {lines[-1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
-    return text[:400]
+    if not lines[0].endswith(":") or len(lines) == 1:
+        return lines[0][:400]
+    reason = lines[-1]
+    inner = exc
+    while inner.__cause__ is not None:  # Triton wraps an error inside a called kernel in one that shows only where
+        inner = inner.__cause__
+    if not reason.strip("^~ ") and inner is not exc:
+        found = [line.strip() for line in str(inner).splitlines() if line.strip("^~ ")]
+        reason = f"{type(inner).__name__}: {found[-1]}" if found else type(inner).__name__
+    return f"{lines[0]} ... {reason}"[:400]
 
 
 def yours(fn, *args):
@@ -130,33 +140,37 @@ def _python_function(kernel: object) -> Callable | None:
     return None
 
 
-def _names(code: object) -> list[str]:
-    """The global names a code object and the functions nested in it use, in the order they first appear."""
-    names = list(code.co_names)
+def _global_names(code: object) -> list[str]:
+    """The global names a code object and the functions nested in it read, in the order they first appear (not
+    the names after a dot: `dist.all_reduce` reads `dist`, and a function of yours named all_reduce stays behind)."""
+    names = [ins.argval for ins in dis.get_instructions(code) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
     for const in code.co_consts:
         if inspect.iscode(const):
-            names += _names(const)
+            names += _global_names(const)
     return list(dict.fromkeys(names))
 
 
 def _helpers(fn: Callable) -> list[tuple[object, Callable]]:
     """What `fn` calls that must travel with it, in the order first met: the Triton kernels it names and the ones
     they name, each with its Python function, and the plain functions defined where `fn` is (a notebook's own
-    helpers), each as itself. Anything imported from a module the ranks can import stays behind."""
+    helpers), each as itself. Anything imported from a module the ranks can import stays behind, and a kernel's
+    body is followed only to other kernels (nothing else can run inside one)."""
     found: list[tuple[object, Callable]] = []
     home = getattr(fn, "__module__", None)
-    todo = [fn]
+    todo: list[tuple[Callable, bool]] = [(fn, False)]
     while todo:
-        current = todo.pop(0)
+        current, in_kernel = todo.pop(0)
         code, space = getattr(current, "__code__", None), getattr(current, "__globals__", {})
-        for name in _names(code) if code else ():
+        for name in _global_names(code) if code else ():
             value = space.get(name)
             inner = _python_function(value)
-            if inner is None and inspect.isfunction(value) and value is not fn and value.__module__ == home:
+            is_kernel = inner is not None
+            if (not is_kernel and not in_kernel and inspect.isfunction(value) and value is not fn
+                    and value.__module__ == home):
                 inner = value
             if inner is not None and all(value is not seen for seen, _ in found):
                 found.append((value, inner))
-                todo.append(inner)
+                todo.append((inner, is_kernel))
     return found
 
 
