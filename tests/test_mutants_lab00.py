@@ -287,6 +287,17 @@ def default_stream_events_after_stream_sync(fn, stream):
     return cp.cuda.get_elapsed_time(start, end)
 
 
+def end_on_current_stream_read_at_once(fn, stream):
+    """The end event on the current stream, its time read as soon as it completes: the start may not have."""
+    cp = _cp()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record(stream)
+    fn()
+    end.record()
+    end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end)
+
+
 def device_drained_then_events(fn, stream):
     """Right, more cautious than needed: the device drained first, then events on the stream."""
     _cp().cuda.Device().synchronize()
@@ -304,6 +315,7 @@ EVENT_ANSWERS = [
            default_stream_events_after_stream_sync),
     Answer("events on the current stream (the broken timer)", "classic", lambda fn, s: _events(fn, None, None)),
     Answer("end event on the current stream", "classic", lambda fn, s: _events(fn, s, None)),
+    Answer("end event on the current stream, read at once", "classic", end_on_current_stream_read_at_once),
     Answer("events on a new stream", "structure",
            lambda fn, s: (lambda other: _events(fn, other, other))(_cp().cuda.Stream())),
     Answer("start and end swapped", "bad value", lambda fn, s: _events(fn, s, s, order=(1, 0))),
