@@ -124,3 +124,16 @@ def answer_launching_a_kernel_that_names_a_plain_function(ptr):
 def test_a_kernels_body_is_followed_only_to_other_kernels():
     _, source = rank_checks._source(answer_launching_a_kernel_that_names_a_plain_function)
     assert "def _kernel_naming_a_plain_function(" in source and "def _plain_in_a_kernel(" not in source
+
+
+def test_a_name_your_notebook_defined_elsewhere_is_explained():
+    import pytest
+
+    from launchlab.checking import CheckFailed
+
+    with pytest.raises(CheckFailed) as missing:
+        rank_checks.answered([{"rank": 0, "raised": "NameError: name 'BLOCK' is not defined"}], "one_shot_all_reduce")
+    assert "NameError" in str(missing.value) and "fresh Python process" in missing.value.hint
+    with pytest.raises(CheckFailed) as other:
+        rank_checks.answered([{"rank": 1, "raised": "ValueError: bad shape"}], "one_shot_all_reduce")
+    assert other.value.hint is None  # the exercise's own hint, not this one

@@ -278,7 +278,15 @@ def answered(rows: list[dict], what: str) -> None:
             raise NotImplementedError(f"your {what} still raises NotImplementedError in the ranks")
     for r in rows:
         if "raised" in r:
-            raise CheckFailed(f"rank {r['rank']}: your {what} raised {r['raised']}")
+            raise CheckFailed(f"rank {r['rank']}: your {what} raised {r['raised']}",
+                              hint=_NOT_DEFINED_HINT if r["raised"].startswith("NameError") else None)
+
+
+# The ranks run your source in fresh processes: a name your notebook defined outside any function is not there
+_NOT_DEFINED_HINT = ("each rank is a fresh Python process that runs the source of your function, your own functions "
+                     "and Triton kernels it calls, with torch, dist and the exercise's imports: a constant, tensor "
+                     "or import made elsewhere in your notebook is not there; define it inside your function, or "
+                     "import it there")
 
 
 @contextmanager
