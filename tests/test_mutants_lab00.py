@@ -335,6 +335,8 @@ def test_lab00_exercise3_event_stream():
     assert not wrong, "\n".join(wrong)
     assert "record" in ch00.check_event_stream(lambda fn, s: _events(fn, None, None)).hint
     assert "negative" in ch00.check_event_stream(lambda fn, s: _events(fn, s, s, order=(1, 0))).hint
+    assert "other work" in ch00.check_event_stream(wall_clock_device_synchronised).hint
+    assert "before both had completed" in ch00.check_event_stream(end_on_current_stream_read_at_once).detail
 
 
 # ---- exercise 4: report the median ----------------------------------------------------------------------------
