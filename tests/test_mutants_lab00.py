@@ -257,12 +257,65 @@ def host_clock_no_sync(fn, stream):
     return (time.perf_counter() - start) * 1e3
 
 
+def wall_clock_device_synchronised(fn, stream):
+    """A synchronised wall clock: the device drained before, and waited for after."""
+    cp = _cp()
+    cp.cuda.Device().synchronize()
+    start = time.perf_counter()
+    fn()
+    cp.cuda.Device().synchronize()
+    return (time.perf_counter() - start) * 1e3
+
+
+def wall_clock_stream_synchronised(fn, stream):
+    """A wall clock that waits for the stream after fn, not before: the stream's earlier work counts."""
+    start = time.perf_counter()
+    fn()
+    stream.synchronize()
+    return (time.perf_counter() - start) * 1e3
+
+
+def default_stream_events_after_stream_sync(fn, stream):
+    """Events on the current stream, with the stream waited for before the end event is recorded."""
+    cp = _cp()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    fn()
+    stream.synchronize()
+    end.record()
+    end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end)
+
+
+def end_on_current_stream_read_at_once(fn, stream):
+    """The end event on the current stream, its time read as soon as it completes: the start may not have."""
+    cp = _cp()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record(stream)
+    fn()
+    end.record()
+    end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end)
+
+
+def device_drained_then_events(fn, stream):
+    """Right, more cautious than needed: the device drained first, then events on the stream."""
+    _cp().cuda.Device().synchronize()
+    return event_time(fn, stream)
+
+
 EVENT_ANSWERS = [
     Answer("both events on the stream (the solution)", "right", event_time),
     Answer("with stream: events on the current stream", "right", event_time_in_stream_context),
     Answer("Stream.record()", "right", event_time_stream_record),
+    Answer("the device drained first, then events on the stream", "right", device_drained_then_events),
+    Answer("a wall clock with the device synchronised before and after", "classic", wall_clock_device_synchronised),
+    Answer("a wall clock that waits for the stream after fn only", "method", wall_clock_stream_synchronised),
+    Answer("events on the current stream, the stream waited for before the end event", "classic",
+           default_stream_events_after_stream_sync),
     Answer("events on the current stream (the broken timer)", "classic", lambda fn, s: _events(fn, None, None)),
     Answer("end event on the current stream", "classic", lambda fn, s: _events(fn, s, None)),
+    Answer("end event on the current stream, read at once", "classic", end_on_current_stream_read_at_once),
     Answer("events on a new stream", "structure",
            lambda fn, s: (lambda other: _events(fn, other, other))(_cp().cuda.Stream())),
     Answer("start and end swapped", "bad value", lambda fn, s: _events(fn, s, s, order=(1, 0))),
@@ -282,6 +335,8 @@ def test_lab00_exercise3_event_stream():
     assert not wrong, "\n".join(wrong)
     assert "record" in ch00.check_event_stream(lambda fn, s: _events(fn, None, None)).hint
     assert "negative" in ch00.check_event_stream(lambda fn, s: _events(fn, s, s, order=(1, 0))).hint
+    assert "other work" in ch00.check_event_stream(wall_clock_device_synchronised).hint
+    assert "before both had completed" in ch00.check_event_stream(end_on_current_stream_read_at_once).detail
 
 
 # ---- exercise 4: report the median ----------------------------------------------------------------------------

@@ -28,6 +28,7 @@ class Spinner:
         self._cp = cp
         self.kernel = cp.RawKernel(SPIN_SOURCE, "spin_cycles")
         self.elapsed_ns = cp.zeros(1, dtype=cp.uint64)
+        self._other_ns = cp.zeros(1, dtype=cp.uint64)  # where spins that are not the one timed write their duration
         self.launch_cycles(calibration_cycles)  # warm-up: compile and load the module
         self.launch_cycles(calibration_cycles)
         self.cycles_per_ns = calibration_cycles / self.truth_ns()
@@ -40,6 +41,12 @@ class Spinner:
     def launch(self, duration_us: float, stream=None) -> None:
         """Enqueue one spin of about `duration_us` microseconds."""
         self.launch_cycles(max(int(duration_us * 1000 * self.cycles_per_ns), 0), stream=stream)
+
+    def occupy(self, duration_us: float, stream) -> None:
+        """Enqueue a spin of about `duration_us` microseconds on `stream` that leaves truth_ns() to the last launch:
+        other work on the GPU, not the work being timed."""
+        cycles = max(int(duration_us * 1000 * self.cycles_per_ns), 0)
+        self.kernel((1,), (1,), (self._cp.int64(cycles), self._other_ns), stream=stream)
 
     def truth_ns(self) -> float:
         """Wait for the last spin and return its duration by the GPU's own timer, in nanoseconds."""

@@ -9,6 +9,7 @@ the last), so no number typed in fits them all; the detail line names them only 
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import statistics
 import time
@@ -44,7 +45,8 @@ def _returned_ms(value: object, what: str) -> float:
     """Your function's return value as a float of milliseconds, or a clear failure."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
         raise CheckFailed(f"what {what} returned is {value:g} ms, a negative duration",
-                          "a negative time: the clock read or the events in the wrong order? (end minus start)")
+                          "a negative time: the clock read or the events in the wrong order (end minus start), or "
+                          "the two events recorded on different streams, where the end can complete first")
     return number(value, f"what {what} returned", "milliseconds")
 
 
@@ -186,21 +188,45 @@ def check_event_stream(event_time_ms: Callable[[Callable[[], object], object], f
 
     spin = spinner()
     stream = cp.cuda.Stream(non_blocking=True)  # a stream that does not wait for the default stream
+    elsewhere = cp.cuda.Stream(non_blocking=True)  # other work on the GPU, which no timer of stream should see
+    # Where every launch waits for its kernel, nothing overlaps: the other work would land inside any figure
+    concurrent = os.environ.get("CUDA_LAUNCH_BLOCKING", "0") != "1"
     rows = []
     for duration_us in _durations_us(3, checking.rng()):
         _clear(spin)
-        mine = _returned_ms(event_time_ms(_capped(lambda d=duration_us: spin.launch(d, stream=stream), "event_time_ms"),
-                                          stream),
-                            "event_time_ms")
-        stream.synchronize()
+        # stream is still busy with earlier work when your timer starts, and fn keeps the GPU busy elsewhere for
+        # three times its kernel's time: a wall clock, events on another stream, or a device-wide synchronize()
+        # between your events see one or the other
+        if concurrent:
+            spin.occupy(duration_us, stream)
+
+        def fn(d=duration_us):
+            if concurrent:
+                spin.occupy(3 * d, elsewhere)
+            spin.launch(d, stream=stream)
+
+        try:
+            mine = _returned_ms(event_time_ms(_capped(fn, "event_time_ms"), stream), "event_time_ms")
+        except cp.cuda.runtime.CUDARuntimeError as exc:
+            if "NotReady" not in str(exc):
+                raise
+            raise CheckFailed(f"event_time_ms read the time between its events before both had completed ({exc})",
+                              "wait for the end event (end.synchronize()) before reading the time, and record both "
+                              "events on stream: an end event on another stream can complete before the start") \
+                from None
+        cp.cuda.Device().synchronize()
         rows.append((mine, _truth_ms(spin, "event_time_ms")))
-    line = f"event times of kernels on a side stream: {_ratios_line(rows)}"
+    alone = "" if concurrent else " (CUDA_LAUNCH_BLOCKING=1: each kernel alone on the GPU)"
+    line = f"event times of kernels on a side stream{alone}: {_ratios_line(rows)}"
     off = _off_ratios(rows)
     if not off:
         return line + f" (all within {TOLERANCE:.0%})"
     hint = _unit_slip(rows) or (
         "your events saw almost none of the kernel: they were recorded on a stream where nothing ran; pass "
-        "the stream to record (start.record(stream)), both of them" if off[0] < TOO_SHORT else None)
+        "the stream to record (start.record(stream)), both of them" if off[0] < TOO_SHORT else
+        "your figure also holds other work: the stream's earlier work, or the other stream's. A wall clock or a "
+        "device synchronize() between your events waits for that too; record both events on stream (start.record(stream)) "
+        "and read the time between them" if off[0] > 1 + TOLERANCE else None)
     raise CheckFailed(line + f" ({len(off)} off by more than {TOLERANCE:.0%})", hint)
 
 
