@@ -134,6 +134,52 @@ def test_a_name_your_notebook_defined_elsewhere_is_explained():
     with pytest.raises(CheckFailed) as missing:
         rank_checks.answered([{"rank": 0, "raised": "NameError: name 'BLOCK' is not defined"}], "one_shot_all_reduce")
     assert "NameError" in str(missing.value) and "fresh Python process" in missing.value.hint
+    with pytest.raises(CheckFailed) as in_kernel:  # a kernel's missing global, wrapped by Triton's compiler
+        rank_checks.answered([{"rank": 0, "raised": "CompilationError: at 5:4: ... NameError('BLOCK is not defined')"}],
+                             "one_shot_all_reduce")
+    assert "fresh Python process" in in_kernel.value.hint
     with pytest.raises(CheckFailed) as other:
         rank_checks.answered([{"rank": 1, "raised": "ValueError: bad shape"}], "one_shot_all_reduce")
     assert other.value.hint is None  # the exercise's own hint, not this one
+
+
+def test_a_chain_of_causes_is_followed_to_a_reason_and_never_around_a_loop():
+    prelude = rank_checks.PRELUDE
+    space: dict = {}
+    exec(prelude[prelude.index("def said("):prelude.index("def yours(")], space)
+
+    class CompilationError(Exception):
+        pass
+
+    innermost = ValueError("BLOCK must be a power of two")
+    middle = CompilationError("at 3:2:\n    x = f(y)\n    ^")
+    middle.__cause__ = innermost
+    outer = CompilationError("at 9:4:\n    acc += g(x)\n    ^")
+    outer.__cause__ = middle
+    assert space["said"](outer) == "CompilationError: at 9:4: ... ValueError: BLOCK must be a power of two"
+    a, b = CompilationError("at 1:1:\n    ^"), CompilationError("at 2:2:\n    ^")
+    a.__cause__, b.__cause__ = b, a  # raise a from b after raise b from a
+    assert space["said"](a).startswith("CompilationError: at 1:1: ...")
+
+
+def _inner_kernel_body(ptr):
+    return ptr
+
+
+_inner_kernel = _TritonKernel(_inner_kernel_body)
+
+
+def _outer_kernel_body(ptr):
+    return _inner_kernel(ptr)
+
+
+_outer_kernel = _TritonKernel(_outer_kernel_body)
+
+
+def answer_launching_a_kernel_that_calls_a_kernel(ptr):
+    return _outer_kernel.fn(ptr)
+
+
+def test_a_kernel_named_by_a_kernel_travels_too():
+    _, source = rank_checks._source(answer_launching_a_kernel_that_calls_a_kernel)
+    assert "def _outer_kernel_body(" in source and "def _inner_kernel_body(" in source

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dis
 import inspect
+import re
 import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -50,13 +51,17 @@ def said(exc):
     lines = [line.strip() for line in f"{type(exc).__name__}: {exc}".splitlines() if line.strip()]
     if not lines[0].endswith(":") or len(lines) == 1:
         return lines[0][:400]
-    reason = lines[-1]
-    inner = exc
-    while inner.__cause__ is not None:  # Triton wraps an error inside a called kernel in one that shows only where
+    reason, inner, seen = lines[-1], exc, {id(exc)}
+    # Triton wraps an error inside a called kernel in one that shows only where: follow the causes while the
+    # reason is still a caret (a chain that loops back ends the walk)
+    while not reason.strip("^~ ") and inner.__cause__ is not None and id(inner.__cause__) not in seen:
         inner = inner.__cause__
-    if not reason.strip("^~ ") and inner is not exc:
-        found = [line.strip() for line in str(inner).splitlines() if line.strip("^~ ")]
-        reason = f"{type(inner).__name__}: {found[-1]}" if found else type(inner).__name__
+        seen.add(id(inner))
+        last = [line.strip() for line in str(inner).splitlines() if line.strip()]
+        if last and last[-1].strip("^~ "):
+            reason = f"{type(inner).__name__}: {last[-1]}"
+    if not reason.strip("^~ "):  # no reason anywhere: at least the line it points at
+        reason = next((line for line in reversed(lines[1:]) if line.strip("^~ ")), reason)
     return f"{lines[0]} ... {reason}"[:400]
 
 
@@ -143,7 +148,8 @@ def _python_function(kernel: object) -> Callable | None:
 def _global_names(code: object) -> list[str]:
     """The global names a code object and the functions nested in it read, in the order they first appear (not
     the names after a dot: `dist.all_reduce` reads `dist`, and a function of yours named all_reduce stays behind)."""
-    names = [ins.argval for ins in dis.get_instructions(code) if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+    names = [ins.argval for ins in dis.get_instructions(code)
+             if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_FROM_DICT_OR_GLOBALS")]
     for const in code.co_consts:
         if inspect.iscode(const):
             names += _global_names(const)
@@ -279,7 +285,7 @@ def answered(rows: list[dict], what: str) -> None:
     for r in rows:
         if "raised" in r:
             raise CheckFailed(f"rank {r['rank']}: your {what} raised {r['raised']}",
-                              hint=_NOT_DEFINED_HINT if r["raised"].startswith("NameError") else None)
+                              hint=_NOT_DEFINED_HINT if re.search(r"\bNameError\b", r["raised"]) else None)
 
 
 # The ranks run your source in fresh processes: a name your notebook defined outside any function is not there
