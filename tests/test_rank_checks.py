@@ -1,6 +1,20 @@
 """launchlab.rank_checks on a CPU: what travels to the ranks with a learner's function."""
 
+import pytest
+
 from launchlab import checking, rank_checks
+from launchlab.checking import CheckFailed
+
+
+class CompilationError(Exception):
+    """Stands in for Triton's: its message names where, then the code, then a caret, then (maybe) why."""
+
+
+def _said():
+    """The ranks' said(), run from the prelude's own text."""
+    prelude, space = rank_checks.PRELUDE, {}
+    exec(prelude[prelude.index("def said("):prelude.index("def yours(")], space)
+    return space["said"]
 
 
 def _scale(values):
@@ -61,33 +75,21 @@ def test_a_kernel_launched_through_a_helper_travels_and_its_source_is_read():
 
 
 def test_an_error_whose_first_line_only_says_where_is_reported_with_its_reason():
-    prelude = rank_checks.PRELUDE
-    space: dict = {}
-    exec(prelude[prelude.index("def said("):prelude.index("def yours(")], space)
-
-    class CompilationError(Exception):
-        pass
-
+    said = _said()
     where_then_why = CompilationError("at 16:4:\n    for start in tl.range(0, n):\n    ^\nLoop-carried variable peer changed type")
-    assert space["said"](where_then_why) == ("CompilationError: at 16:4: ... Loop-carried variable peer changed type")
-    assert space["said"](ValueError("one line\nand more")) == "ValueError: one line"
+    assert said(where_then_why) == ("CompilationError: at 16:4: ... Loop-carried variable peer changed type")
+    assert said(ValueError("one line\nand more")) == "ValueError: one line"
 
 
 def test_an_error_raised_from_another_is_reported_with_the_inner_reason():
-    prelude = rank_checks.PRELUDE
-    space: dict = {}
-    exec(prelude[prelude.index("def said("):prelude.index("def yours(")], space)
-
-    class CompilationError(Exception):
-        pass
-
+    said = _said()
     try:
         try:
             raise TypeError("unsupported operand for constexpr")
         except TypeError as inner:
             raise CompilationError("at 12:8:\n    acc += helper(x)\n        ^") from inner
     except CompilationError as outer:
-        assert space["said"](outer) == "CompilationError: at 12:8: ... TypeError: unsupported operand for constexpr"
+        assert said(outer) == "CompilationError: at 12:8: ... TypeError: unsupported operand for constexpr"
 
 
 def all_reduce(values):  # shares its name with dist.all_reduce: an attribute read must not ship it
@@ -106,31 +108,7 @@ def test_a_name_read_after_a_dot_ships_nothing():
     assert "def all_reduce" not in source
 
 
-def _plain_in_a_kernel(ptr):
-    return ptr
-
-
-def _kernel_naming_a_plain_function(ptr):
-    return _plain_in_a_kernel(ptr)
-
-
-_kernel_with_a_plain_name = _TritonKernel(_kernel_naming_a_plain_function)
-
-
-def answer_launching_a_kernel_that_names_a_plain_function(ptr):
-    return _kernel_with_a_plain_name.fn(ptr)
-
-
-def test_a_kernels_body_is_followed_only_to_other_kernels():
-    _, source = rank_checks._source(answer_launching_a_kernel_that_names_a_plain_function)
-    assert "def _kernel_naming_a_plain_function(" in source and "def _plain_in_a_kernel(" not in source
-
-
 def test_a_name_your_notebook_defined_elsewhere_is_explained():
-    import pytest
-
-    from launchlab.checking import CheckFailed
-
     with pytest.raises(CheckFailed) as missing:
         rank_checks.answered([{"rank": 0, "raised": "NameError: name 'BLOCK' is not defined"}], "one_shot_all_reduce")
     assert "NameError" in str(missing.value) and "fresh Python process" in missing.value.hint
@@ -144,22 +122,20 @@ def test_a_name_your_notebook_defined_elsewhere_is_explained():
 
 
 def test_a_chain_of_causes_is_followed_to_a_reason_and_never_around_a_loop():
-    prelude = rank_checks.PRELUDE
-    space: dict = {}
-    exec(prelude[prelude.index("def said("):prelude.index("def yours(")], space)
-
-    class CompilationError(Exception):
-        pass
-
+    said = _said()
     innermost = ValueError("BLOCK must be a power of two")
     middle = CompilationError("at 3:2:\n    x = f(y)\n    ^")
     middle.__cause__ = innermost
     outer = CompilationError("at 9:4:\n    acc += g(x)\n    ^")
     outer.__cause__ = middle
-    assert space["said"](outer) == "CompilationError: at 9:4: ... ValueError: BLOCK must be a power of two"
+    assert said(outer) == "CompilationError: at 9:4: ... ValueError: BLOCK must be a power of two"
     a, b = CompilationError("at 1:1:\n    ^"), CompilationError("at 2:2:\n    ^")
     a.__cause__, b.__cause__ = b, a  # raise a from b after raise b from a
-    assert space["said"](a).startswith("CompilationError: at 1:1: ...")
+    assert said(a).startswith("CompilationError: at 1:1: ...")
+
+
+def _plain_in_a_kernel(ptr):
+    return ptr
 
 
 def _inner_kernel_body(ptr):
@@ -170,16 +146,17 @@ _inner_kernel = _TritonKernel(_inner_kernel_body)
 
 
 def _outer_kernel_body(ptr):
-    return _inner_kernel(ptr)
+    return _inner_kernel(_plain_in_a_kernel(ptr))
 
 
 _outer_kernel = _TritonKernel(_outer_kernel_body)
 
 
-def answer_launching_a_kernel_that_calls_a_kernel(ptr):
+def answer_launching_a_kernel_that_names_a_kernel(ptr):
     return _outer_kernel.fn(ptr)
 
 
-def test_a_kernel_named_by_a_kernel_travels_too():
-    _, source = rank_checks._source(answer_launching_a_kernel_that_calls_a_kernel)
+def test_a_kernels_body_is_followed_to_the_kernels_it_names_and_no_further():
+    _, source = rank_checks._source(answer_launching_a_kernel_that_names_a_kernel)
     assert "def _outer_kernel_body(" in source and "def _inner_kernel_body(" in source
+    assert "def _plain_in_a_kernel(" not in source  # nothing but a kernel can run inside one
