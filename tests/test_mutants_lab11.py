@@ -54,6 +54,7 @@ ONE_SHOT_ANSWERS = [Answer(label, kind, _kernel_answer(name)) for label, kind, n
     ("relaxed signals", "method", "relaxed_signals"),
     ("signals at the GPU's own scope", "method", "signals_at_gpu_scope"),
     ("the library's all-reduce while a graph is captured", "structure", "library_while_capturing"),
+    ("no tl.debug_barrier() around the handshakes", "method", "no_thread_barrier"),
 ]]
 SUITE_ONE_SHOT = suite("11", 1, ch11.check_one_shot, ONE_SHOT_ANSWERS)
 
@@ -85,6 +86,7 @@ def test_lab11_exercise1_one_shot(monkeypatch, capsys):
     assert "library" in verdicts["the_library"].detail or "one_shot_all_reduce" in verdicts["the_library"].detail
     assert "library" in verdicts["library_while_capturing"].detail
     assert "across GPUs" in verdicts["relaxed_signals"].detail and "across GPUs" in verdicts["signals_at_gpu_scope"].detail
+    assert "debug_barrier" in verdicts["no_thread_barrier"].detail
 
 
 def test_exercise1_reads_the_atomics_of_your_kernels():
@@ -95,6 +97,8 @@ def test_exercise1_reads_the_atomics_of_your_kernels():
         pytest.skip("Triton is not installed (the CPU tier): the kernels' sources cannot be read as Triton functions")
     assert ch11._atomics_off_system_scope(rank_checks.kernel_sources(k.barriers_in_and_out)) == []
     assert len(ch11._atomics_off_system_scope(rank_checks.kernel_sources(k.relaxed_signals))) == 4
+    assert ch11._thread_barriers(rank_checks.kernel_sources(k.barriers_in_and_out)) == (4, 2)
+    assert ch11._thread_barriers(rank_checks.kernel_sources(k.no_thread_barrier)) == (2, 0)
 
 
 # ---- exercise 2: the path per message size ----------------------------------------------------------------------

@@ -219,6 +219,24 @@ def _atomics_off_system_scope(sources: list[str]) -> list[str]:
                 if words.get("scope") != "sys" or words.get("sem") == "relaxed":
                     found.append(f"line {node.lineno}: {ast.unparse(node)[:90]}")
     return found
+
+
+def _thread_barriers(sources: list[str]) -> tuple[int, int]:
+    """(atomics, tl.debug_barrier() calls) written in the answer's Triton kernels, counted in their source."""
+    import ast
+
+    atomics = barriers = 0
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                atomics += node.func.attr.startswith("atomic_")
+                barriers += node.func.attr == "debug_barrier"
+    return atomics, barriers
+
 RACE_HINTS = {
     "late writer": ("wait at entry: announce on every peer's signal pad that your input is in, then wait for every "
                     "peer's announcement on yours, before reading any peer's buffer"),
@@ -301,6 +319,16 @@ def check_one_shot(one_shot_all_reduce: Callable) -> str:
                                "is this GPU only) and release (announce) or acquire (wait) semantics: a relaxed "
                                "signal does not order the buffer's contents with the flag, so a peer may see the "
                                "flag and still read what the buffer held before")
+    # A race no run of two idle GPUs shows: one thread of a program announces (or stops waiting) while the others
+    # still read a peer's buffer, or already read it; only a barrier across the program's threads orders them.
+    atomics, barriers = _thread_barriers(rank_checks.kernel_sources(one_shot_all_reduce))
+    if atomics and barriers < 2:
+        raise CheckFailed(f"your kernels signal with {atomics} atomic(s) but call tl.debug_barrier() {barriers} "
+                          "time(s): each handshake needs one before it announces and one after its last wait",
+                          hint="a signal atomic orders only the loads and stores of the thread that runs it; "
+                               "without tl.debug_barrier() before announcing, the announcement can reach a peer while "
+                               "other threads of the program still read its buffer, and without one after the wait, "
+                               "other threads can read before the wait is over. Idle GPUs rarely show it; busy ones can")
     for r in rows:
         library = [k for k in r["kernels"] if _library_kernel(k)]
         if library:
