@@ -202,6 +202,15 @@ def _library_kernel(name: str) -> bool:
         "::" in low and any(word in low for word in ("all_reduce", "allreduce", "one_shot", "two_shot", "multimem")))
 
 
+def _called(node) -> str:
+    """The name a call is made by: `atomic_cas` for tl.atomic_cas(...) and for atomic_cas(...) imported bare."""
+    import ast
+
+    if isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    return node.func.id if isinstance(node.func, ast.Name) else ""
+
+
 def _atomics_off_system_scope(sources: list[str]) -> list[str]:
     """The atomics in the answer's Triton kernels that do not order across GPUs: no scope="sys", or sem="relaxed"."""
     import ast
@@ -213,8 +222,7 @@ def _atomics_off_system_scope(sources: list[str]) -> list[str]:
         except SyntaxError:
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and node.func.attr.startswith("atomic_"):
+            if isinstance(node, ast.Call) and _called(node).startswith("atomic_"):
                 words = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
                 if words.get("scope") != "sys" or words.get("sem") == "relaxed":
                     found.append(f"line {node.lineno}: {ast.unparse(node)[:90]}")
@@ -232,9 +240,9 @@ def _thread_barriers(sources: list[str]) -> tuple[int, int]:
         except SyntaxError:
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                atomics += node.func.attr.startswith("atomic_")
-                barriers += node.func.attr == "debug_barrier"
+            if isinstance(node, ast.Call):
+                atomics += _called(node).startswith("atomic_")
+                barriers += _called(node) == "debug_barrier"
     return atomics, barriers
 
 RACE_HINTS = {
@@ -342,8 +350,8 @@ def check_one_shot(one_shot_all_reduce: Callable) -> str:
                           f"us an all-reduce against the library one-shot's {rows[0]['library_us']:.1f} us "
                           f"({ratio:.2f}x; at most {SLOWER_THAN_LIBRARY}x)",
                           hint="a few programs (one per 4,096 elements, 32 at most) each with its own signal slots; "
-                               "no flag for your own rank (each flag is an atomic round trip the next one waits "
-                               "behind); num_warps=8; no host work in the call: launch one kernel")
+                               "no flag for your own rank (each flag is a system-scope atomic, fenced, that the next "
+                               "one waits behind); num_warps=8; no host work in the call: launch one kernel")
     return (f"3 sizes eagerly, twice each, and graphs at 4 KB and 4 MB with each rank in turn late and slow: every "
             f"output the exact sum; at 4 KB {rows[0]['yours_us']:.1f} us an all-reduce against the library "
             f"one-shot's {rows[0]['library_us']:.1f} us ({ratio:.2f}x)")
