@@ -231,3 +231,43 @@ def no_thread_barrier(buffer, handle, out):
     _bare_one_shot[(min(32, triton.cdiv(numel, 4096)),)](
         handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
         BLOCK=4096)
+
+
+@triton.jit
+def _swapped_barrier(signal_pad_ptrs, rank: tl.constexpr, world: tl.constexpr):
+    """The course's barrier with the semantics swapped: announces with acquire, waits with release."""
+    tl.debug_barrier()
+    pid = tl.program_id(0)
+    pads = signal_pad_ptrs.to(tl.pointer_type(tl.uint64))
+    for peer in tl.static_range(world):
+        slot = tl.load(pads + peer).to(tl.pointer_type(tl.uint32)) + pid * world + rank
+        while tl.atomic_cas(slot, 0, 1, sem="acquire", scope="sys") != 0:
+            pass
+    mine = tl.load(pads + rank).to(tl.pointer_type(tl.uint32)) + pid * world
+    for peer in tl.static_range(world):
+        while tl.atomic_cas(mine + peer, 1, 0, sem="release", scope="sys") != 1:
+            pass
+    tl.debug_barrier()
+
+
+@triton.jit
+def _swapped_one_shot(buffer_ptrs, signal_pad_ptrs, out_ptr, numel, rank: tl.constexpr, world: tl.constexpr,
+                      BLOCK: tl.constexpr):
+    _swapped_barrier(signal_pad_ptrs, rank, world)
+    bufs = buffer_ptrs.to(tl.pointer_type(tl.uint64))
+    for start in tl.range(tl.program_id(0) * BLOCK, numel, tl.num_programs(0) * BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        inside = offs < numel
+        acc = tl.zeros([BLOCK], tl.float32)
+        for peer in tl.static_range(world):
+            src = tl.load(bufs + peer).to(tl.pointer_type(tl.bfloat16))
+            acc += tl.load(src + offs, mask=inside, other=0.0).to(tl.float32)
+        tl.store(out_ptr + offs, acc.to(tl.bfloat16), mask=inside)
+    _swapped_barrier(signal_pad_ptrs, rank, world)
+
+
+def signals_swapped(buffer, handle, out):
+    numel = buffer.numel()
+    _swapped_one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096)

@@ -55,6 +55,7 @@ ONE_SHOT_ANSWERS = [Answer(label, kind, _kernel_answer(name)) for label, kind, n
     ("signals at the GPU's own scope", "method", "signals_at_gpu_scope"),
     ("the library's all-reduce while a graph is captured", "structure", "library_while_capturing"),
     ("no tl.debug_barrier() around the handshakes", "method", "no_thread_barrier"),
+    ("acquire and release swapped", "method", "signals_swapped"),
 ]]
 SUITE_ONE_SHOT = suite("11", 1, ch11.check_one_shot, ONE_SHOT_ANSWERS)
 
@@ -87,6 +88,7 @@ def test_lab11_exercise1_one_shot(monkeypatch, capsys):
     assert "library" in verdicts["library_while_capturing"].detail
     assert "across GPUs" in verdicts["relaxed_signals"].detail and "across GPUs" in verdicts["signals_at_gpu_scope"].detail
     assert "debug_barrier" in verdicts["no_thread_barrier"].detail
+    assert "announces with acquire" in verdicts["signals_swapped"].detail
 
 
 def test_exercise1_reads_the_atomics_of_your_kernels():
@@ -99,6 +101,8 @@ def test_exercise1_reads_the_atomics_of_your_kernels():
     assert len(ch11._atomics_off_system_scope(rank_checks.kernel_sources(k.relaxed_signals))) == 4
     assert ch11._thread_barriers(rank_checks.kernel_sources(k.barriers_in_and_out)) == (4, 2)
     assert ch11._thread_barriers(rank_checks.kernel_sources(k.no_thread_barrier)) == (2, 0)
+    swapped = ch11._atomics_off_system_scope(rank_checks.kernel_sources(k.signals_swapped))
+    assert len(swapped) == 2 and "announces with acquire" in swapped[0] and "waits with release" in swapped[1]
 
 
 # ---- exercise 2: the path per message size ----------------------------------------------------------------------

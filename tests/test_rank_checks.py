@@ -43,6 +43,23 @@ def test_a_learners_own_helpers_travel_with_the_answer_and_imports_stay_behind()
     assert rank_checks.kernel_sources(answer_with_helpers) == []  # plain functions are no Triton kernels
 
 
+from math import sqrt as root  # noqa: E402  (a name a notebook imported bare, and renamed)
+
+WIDTH = 3  # a constant a notebook set at its top level
+
+
+def answer_reading_notebook_names(values):
+    return [root(v) * WIDTH for v in values]
+
+
+def test_names_the_notebook_imported_bare_or_set_travel_as_lines():
+    name, source = rank_checks._source(answer_reading_notebook_names)
+    assert "from math import sqrt as root" in source and "WIDTH = 3" in source
+    space = {}
+    exec(compile(source, "<ranks>", "exec"), space)  # nothing from this module in the space: the lines bind it
+    assert space["answer_reading_notebook_names"]([4.0]) == [6.0]
+
+
 def _kernel_body(ptr):
     return ptr
 

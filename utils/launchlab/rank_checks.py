@@ -12,6 +12,7 @@ from __future__ import annotations
 import dis
 import inspect
 import re
+import sys
 import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -197,10 +198,43 @@ def kernel_sources(fn: Callable) -> list[str]:
     return sources
 
 
+def _binding(name: str, value: object, home: str | None) -> str | None:
+    """The line that gives a rank `name` as the learner's notebook has it, for what can travel as a line: a module
+    (`import triton.language as language`), a function or class of an installed module (`from triton.language
+    import debug_barrier`), a plain constant (`BLOCK = 1024`). None for anything else."""
+    if inspect.ismodule(value):
+        return f"import {value.__name__}" if value.__name__ == name else f"import {value.__name__} as {name}"
+    module, short = getattr(value, "__module__", None), getattr(value, "__name__", None)
+    if (inspect.isfunction(value) or inspect.isclass(value) or inspect.isbuiltin(value)) and module and short \
+            and module != home and getattr(sys.modules.get(module), short, None) is value:
+        return f"from {module} import {short} as {name}" if short != name else f"from {module} import {name}"
+    if type(value) in (int, bool, str) or (type(value) is float and value == value and abs(value) != float("inf")):
+        return f"{name} = {value!r}"
+    return None
+
+
+def _bindings(fn: Callable) -> list[str]:
+    """The lines that bind the names `fn` and what travels with it read from the notebook and that are not
+    themselves shipped: imports made bare (`from triton.language import atomic_cas`) and module-level constants."""
+    shipped = {id(value) for value, _ in _helpers(fn)} | {id(fn)}
+    home = getattr(fn, "__module__", None)
+    lines: dict[str, str] = {}
+    for code_owner in [fn, *(inner for _, inner in _helpers(fn))]:
+        space = getattr(code_owner, "__globals__", {})
+        for name in _global_names(code_owner.__code__):
+            if name in space and id(space[name]) not in shipped and name not in lines:
+                line = _binding(name, space[name], home)
+                if line:
+                    lines[name] = line
+    return list(lines.values())
+
+
 def _source(fn: Callable) -> tuple[str, str]:
-    """(name, source) of the learner's function as written, after the sources of the Triton kernels it uses."""
+    """(name, source) of the learner's function as written, after the sources of the Triton kernels it uses and
+    the lines that bind the notebook names they read (imports, constants)."""
     name = getattr(fn, "__name__", "")
-    parts = []
+    bindings = _bindings(fn)
+    parts = ["\n".join(bindings)] if bindings else []
     for kernel, inner in reversed(_helpers(fn)):
         what = "the Triton kernel" if kernel is not inner else "your helper"
         try:

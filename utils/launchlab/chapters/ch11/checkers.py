@@ -224,9 +224,30 @@ def _atomics_off_system_scope(sources: list[str]) -> list[str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and _called(node).startswith("atomic_"):
                 words = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-                if words.get("scope") != "sys" or words.get("sem") == "relaxed":
+                sem = words.get("sem", "acq_rel")  # Triton's default
+                if words.get("scope") != "sys" or sem == "relaxed":
                     found.append(f"line {node.lineno}: {ast.unparse(node)[:90]}")
+                elif sem != "acq_rel" and _flag_move(node, ast) in (("set", "acquire"), ("clear", "release")):
+                    found.append(f"line {node.lineno}: {ast.unparse(node)[:90]} ({'announces' if sem == 'acquire' else 'waits'}"
+                                 f" with {sem}, where it needs {'release' if sem == 'acquire' else 'acquire'})")
     return found
+
+
+def _flag_move(node, ast) -> tuple[str, str] | None:
+    """("set", sem) for an atomic that raises a flag from 0 to 1 (an announcement), ("clear", sem) for one that takes
+    it from 1 back to 0 (a wait that consumes), read from constant arguments; None otherwise."""
+    args = [a.value if isinstance(a, ast.Constant) else None for a in node.args[1:]]
+    named = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
+    sem = named.get("sem", "acq_rel")
+    if _called(node) == "atomic_cas":
+        cmp, val = (args + [None, None])[:2]
+        cmp, val = named.get("cmp", cmp), named.get("val", val)
+        move = {(0, 1): "set", (1, 0): "clear"}.get((cmp, val))
+    elif _called(node) == "atomic_xchg":
+        move = {1: "set", 0: "clear"}.get(named.get("val", (args + [None])[0]))
+    else:
+        move = None
+    return (move, sem) if move else None
 
 
 def _thread_barriers(sources: list[str]) -> tuple[int, int]:
@@ -327,8 +348,9 @@ def check_one_shot(one_shot_all_reduce: Callable) -> str:
                                "is this GPU only) and release (announce) or acquire (wait) semantics: a relaxed "
                                "signal does not order the buffer's contents with the flag, so a peer may see the "
                                "flag and still read what the buffer held before")
-    # A race no run of two idle GPUs shows: one thread of a program announces (or stops waiting) while the others
-    # still read a peer's buffer, or already read it; only a barrier across the program's threads orders them.
+    # One thread of a program runs a scalar atomic. Triton 3.6 happens to put a bar.sync around a spin-loop atomic
+    # whose result it uses (the result travels through shared memory), so a kernel without tl.debug_barrier()
+    # runs right today; nothing in Triton promises it, so the barrier is read in the source.
     atomics, barriers = _thread_barriers(rank_checks.kernel_sources(one_shot_all_reduce))
     if atomics and barriers < 2:
         raise CheckFailed(f"your kernels signal with {atomics} atomic(s) but call tl.debug_barrier() {barriers} "
@@ -336,7 +358,9 @@ def check_one_shot(one_shot_all_reduce: Callable) -> str:
                           hint="a signal atomic orders only the loads and stores of the thread that runs it; "
                                "without tl.debug_barrier() before announcing, the announcement can reach a peer while "
                                "other threads of the program still read its buffer, and without one after the wait, "
-                               "other threads can read before the wait is over. Idle GPUs rarely show it; busy ones can")
+                               "other threads can read before the wait is over. The Triton this course runs happens to "
+                               "place a barrier around a spin-loop atomic, so such a kernel runs right today; Triton "
+                               "does not promise it")
     for r in rows:
         library = [k for k in r["kernels"] if _library_kernel(k)]
         if library:
