@@ -220,8 +220,8 @@ def _bindings(fn: Callable) -> list[str]:
     home = getattr(fn, "__module__", None)
     lines: dict[str, str] = {}
     for code_owner in [fn, *(inner for _, inner in _helpers(fn))]:
-        space = getattr(code_owner, "__globals__", {})
-        for name in _global_names(code_owner.__code__):
+        space, code = getattr(code_owner, "__globals__", {}), getattr(code_owner, "__code__", None)
+        for name in _global_names(code) if code else ():  # a library's C function has no code to read
             if name in space and id(space[name]) not in shipped and name not in lines:
                 line = _binding(name, space[name], home)
                 if line:
