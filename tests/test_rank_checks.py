@@ -58,6 +58,9 @@ def test_names_the_notebook_imported_bare_or_set_travel_as_lines():
     space = {}
     exec(compile(source, "<ranks>", "exec"), space)  # nothing from this module in the space: the lines bind it
     assert space["answer_reading_notebook_names"]([4.0]) == [6.0]
+    space = {"WIDTH": 5}  # a name the rank program defines itself keeps its value there
+    exec(compile(source, "<ranks>", "exec"), space)
+    assert space["answer_reading_notebook_names"]([4.0]) == [10.0]
 
 
 def _kernel_body(ptr):

@@ -224,8 +224,8 @@ def _bindings(fn: Callable) -> list[str]:
         for name in _global_names(code) if code else ():  # a library's C function has no code to read
             if name in space and id(space[name]) not in shipped and name not in lines:
                 line = _binding(name, space[name], home)
-                if line:
-                    lines[name] = line
+                if line:  # the ranks' own names (rank, world, device...) win, as they did before any line travelled
+                    lines[name] = f"if {name!r} not in globals(): {line}"
     return list(lines.values())
 
 
