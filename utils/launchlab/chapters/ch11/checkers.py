@@ -221,13 +221,19 @@ def _atomics_off_system_scope(sources: list[str]) -> list[str]:
             tree = ast.parse(source)
         except SyntaxError:
             continue
+        spins = {id(call) for loop in ast.walk(tree) if isinstance(loop, ast.While)
+                 for call in ast.walk(loop.test) if isinstance(call, ast.Call)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and _called(node).startswith("atomic_"):
                 words = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
                 sem = words.get("sem", "acq_rel")  # Triton's default
+                move = _flag_move(node, ast)
+                # an announcement must release what came before it; a wait that spins on the flag and consumes it
+                # must acquire what comes after (a plain reset after some other wait may release)
+                swapped = move == ("set", "acquire") or (move == ("clear", "release") and id(node) in spins)
                 if words.get("scope") != "sys" or sem == "relaxed":
                     found.append(f"line {node.lineno}: {ast.unparse(node)[:90]}")
-                elif sem != "acq_rel" and _flag_move(node, ast) in (("set", "acquire"), ("clear", "release")):
+                elif swapped:
                     found.append(f"line {node.lineno}: {ast.unparse(node)[:90]} ({'announces' if sem == 'acquire' else 'waits'}"
                                  f" with {sem}, where it needs {'release' if sem == 'acquire' else 'acquire'})")
     return found
