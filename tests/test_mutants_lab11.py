@@ -99,10 +99,72 @@ def test_exercise1_reads_the_atomics_of_your_kernels():
         pytest.skip("Triton is not installed (the CPU tier): the kernels' sources cannot be read as Triton functions")
     assert ch11._atomics_off_system_scope(rank_checks.kernel_sources(k.barriers_in_and_out)) == []
     assert len(ch11._atomics_off_system_scope(rank_checks.kernel_sources(k.relaxed_signals))) == 4
-    assert ch11._thread_barriers(rank_checks.kernel_sources(k.barriers_in_and_out)) == (4, 2)
+    assert ch11._thread_barriers(rank_checks.kernel_sources(k.barriers_in_and_out)) == (4, 4)  # 2 calls of 2
     assert ch11._thread_barriers(rank_checks.kernel_sources(k.no_thread_barrier)) == (2, 0)
     swapped = ch11._atomics_off_system_scope(rank_checks.kernel_sources(k.signals_swapped))
     assert len(swapped) == 2 and "announces with acquire" in swapped[0] and "waits with release" in swapped[1]
+
+
+_STATIC_CASES = {  # kernel source -> whether exercise 1's static rules must flag it (strings: no Triton needed)
+    "the default sem, scope sys": ("""
+def k(p):
+    while tl.atomic_cas(p, 0, 1, scope="sys") != 0:
+        pass
+    while tl.atomic_cas(p, 1, 0, scope="sys") != 1:
+        pass
+""", False),
+    "announce by add, poll with acquire, reset with release": ("""
+def k(p):
+    tl.atomic_add(p, 1, sem="release", scope="sys")
+    while tl.atomic_add(p, 0, sem="acquire", scope="sys") == 0:
+        pass
+    tl.atomic_xchg(p, 0, sem="release", scope="sys")
+""", False),
+    "scope passed as a constexpr": ("""
+def k(p, SCOPE: tl.constexpr):
+    while tl.atomic_cas(p, 0, 1, sem="release", scope=SCOPE) != 0:
+        pass
+""", False),
+    "a helper of your own named atomic_signal": ("""
+def atomic_signal(p):
+    while tl.atomic_cas(p, 0, 1, sem="release", scope="sys") != 0:
+        pass
+def k(p):
+    atomic_signal(p)
+""", False),
+    "announce by add with acquire": ("""
+def k(p):
+    tl.atomic_add(p, 1, sem="acquire", scope="sys")
+""", True),
+    "poll with release": ("""
+def k(p):
+    while tl.atomic_add(p, 0, sem="release", scope="sys") == 0:
+        pass
+""", True),
+    "no scope (this GPU only)": ("""
+def k(p):
+    while tl.atomic_cas(p, 0, 1, sem="release") != 0:
+        pass
+""", True),
+    "relaxed, passed by position": ("""
+def k(p):
+    while tl.atomic_cas(p, 0, 1, "relaxed", "sys") != 0:
+        pass
+""", True),
+}
+
+
+@pytest.mark.parametrize("case", list(_STATIC_CASES))
+def test_exercise1_static_rules_on_kernel_sources(case):
+    source, flagged = _STATIC_CASES[case]
+    assert bool(ch11._atomics_off_system_scope([source])) == flagged
+
+
+def test_exercise1_counts_a_helpers_barrier_at_each_call():
+    helper = "def _sync():\n    tl.debug_barrier()\n"
+    kernel = "def k(p):\n    _sync()\n    tl.atomic_xchg(p, 1, sem='release', scope='sys')\n    _sync()\n"
+    assert ch11._thread_barriers([helper, kernel]) == (1, 2)
+    assert ch11._thread_barriers([kernel.replace("    _sync()\n", "", 1), helper]) == (1, 1)
 
 
 # ---- exercise 2: the path per message size ----------------------------------------------------------------------

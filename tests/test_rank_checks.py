@@ -43,24 +43,32 @@ def test_a_learners_own_helpers_travel_with_the_answer_and_imports_stay_behind()
     assert rank_checks.kernel_sources(answer_with_helpers) == []  # plain functions are no Triton kernels
 
 
+import json as jason  # noqa: E402  (a module a notebook imported under another name)
 from math import sqrt as root  # noqa: E402  (a name a notebook imported bare, and renamed)
 
-WIDTH = 3  # a constant a notebook set at its top level
+WIDTH = 3  # constants a notebook set at its top level
+SHAPE = (2, (1, 0.5))
+rank = 7  # the rank program's own name: the notebook's value must not travel
 
 
-def answer_reading_notebook_names(values):
-    return [root(v) * WIDTH for v in values]
+def answer_reading_notebook_names(values, scale=WIDTH):  # a default is read when the def runs
+    return [root(v) * scale * SHAPE[1][1] for v in values], jason.dumps(SHAPE), rank
 
 
 def test_names_the_notebook_imported_bare_or_set_travel_as_lines():
     name, source = rank_checks._source(answer_reading_notebook_names)
-    assert "from math import sqrt as root" in source and "WIDTH = 3" in source
-    space = {}
-    exec(compile(source, "<ranks>", "exec"), space)  # nothing from this module in the space: the lines bind it
-    assert space["answer_reading_notebook_names"]([4.0]) == [6.0]
-    space = {"WIDTH": 5}  # a name the rank program defines itself keeps its value there
+    assert "from math import sqrt as root" in source and "import json as jason" in source
+    assert "WIDTH = 3" in source and "SHAPE = (2, (1, 0.5))" in source and "rank =" not in source
+    space = {"rank": 1, "WIDTH": 5}  # a rank program's own names: rank keeps its value, WIDTH takes the notebook's
     exec(compile(source, "<ranks>", "exec"), space)
-    assert space["answer_reading_notebook_names"]([4.0]) == [10.0]
+    assert space["answer_reading_notebook_names"]([4.0]) == ([3.0], "[2, [1, 0.5]]", 1)
+
+
+def test_a_module_the_ranks_cannot_import_by_its_name_binds_nothing():
+    import types
+
+    ghost = types.ModuleType("not_importable_anywhere")
+    assert rank_checks._binding("ghost", ghost, "home") is None
 
 
 def _kernel_body(ptr):

@@ -9,6 +9,7 @@ answers in turn (the mutation suites' way of paying for one start-up instead of 
 
 from __future__ import annotations
 
+import ast
 import dis
 import inspect
 import re
@@ -138,7 +139,8 @@ def _python_function(kernel: object) -> Callable | None:
     """The Python function under a Triton kernel (a JITFunction wraps it as .fn; an autotuned or heuristics-wrapped
     kernel wraps a JITFunction as .fn), or None for anything that is not a Triton kernel."""
     for _ in range(4):
-        if not type(kernel).__module__.startswith("triton."):
+        module = getattr(type(kernel), "__module__", None)
+        if not isinstance(module, str) or not module.startswith("triton."):
             return None
         kernel = getattr(kernel, "fn", None)
         if inspect.isfunction(kernel):
@@ -198,34 +200,69 @@ def kernel_sources(fn: Callable) -> list[str]:
     return sources
 
 
+# Names the rank program owns: a notebook's own value of these never travels (the rank's device is not yours).
+RANK_NAMES = frozenset({"rank", "world", "device"})
+
+
+def _plain(value: object) -> bool:
+    """A value whose repr() is Python that rebuilds it: a number, a string, or a tuple of them."""
+    if type(value) is float:
+        return value == value and abs(value) != float("inf")
+    if type(value) in (int, bool, str):
+        return True
+    return type(value) is tuple and all(_plain(v) for v in value)
+
+
 def _binding(name: str, value: object, home: str | None) -> str | None:
     """The line that gives a rank `name` as the learner's notebook has it, for what can travel as a line: a module
     (`import triton.language as language`), a function or class of an installed module (`from triton.language
-    import debug_barrier`), a plain constant (`BLOCK = 1024`). None for anything else."""
+    import debug_barrier`), a plain constant (`BLOCK = 1024`, also as `tl.constexpr(1024)`). None for anything
+    else. Imports are tried: one that fails on a rank leaves the name undefined, as it was before lines travelled."""
     if inspect.ismodule(value):
-        return f"import {value.__name__}" if value.__name__ == name else f"import {value.__name__} as {name}"
+        if sys.modules.get(value.__name__) is not value:
+            return None
+        line = f"import {value.__name__}" if value.__name__ == name else f"import {value.__name__} as {name}"
+        return f"try:\n    {line}\nexcept ImportError:\n    pass"
     module, short = getattr(value, "__module__", None), getattr(value, "__name__", None)
-    if (inspect.isfunction(value) or inspect.isclass(value) or inspect.isbuiltin(value)) and module and short \
-            and module != home and getattr(sys.modules.get(module), short, None) is value:
-        return f"from {module} import {short} as {name}" if short != name else f"from {module} import {name}"
-    if type(value) in (int, bool, str) or (type(value) is float and value == value and abs(value) != float("inf")):
+    if isinstance(module, str) and isinstance(short, str) and module != home and callable(value) \
+            and getattr(sys.modules.get(module), short, None) is value:
+        line = f"from {module} import {short}" + (f" as {name}" if short != name else "")
+        return f"try:\n    {line}\nexcept ImportError:\n    pass"
+    if _plain(value):
         return f"{name} = {value!r}"
+    if type(value).__name__ == "constexpr" and type(value).__module__.startswith("triton.") \
+            and _plain(getattr(value, "value", None)):
+        return f"{name} = __import__('triton.language', fromlist=['constexpr']).constexpr({value.value!r})"
     return None
 
 
-def _bindings(fn: Callable) -> list[str]:
+def _names_read(owner: Callable) -> list[str]:
+    """The global names a function reads: in its code, and in its decorators, defaults and annotations, which run
+    when its `def` runs (read from its source)."""
+    code = getattr(owner, "__code__", None)
+    names = _global_names(code) if code else []  # a library's C function has no code to read
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(owner)))
+    except (OSError, TypeError, SyntaxError):
+        return names
+    names += [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    return list(dict.fromkeys(names))
+
+
+def _bindings(fn: Callable, helpers: list[tuple[object, Callable]]) -> list[str]:
     """The lines that bind the names `fn` and what travels with it read from the notebook and that are not
-    themselves shipped: imports made bare (`from triton.language import atomic_cas`) and module-level constants."""
-    shipped = {id(value) for value, _ in _helpers(fn)} | {id(fn)}
+    themselves shipped: imports made bare (`from triton.language import atomic_cas`), modules under other names,
+    module-level constants. The learner's value wins over a rank program's name of its own, but for RANK_NAMES."""
+    shipped = {id(value) for value, _ in helpers} | {id(fn)}
     home = getattr(fn, "__module__", None)
     lines: dict[str, str] = {}
-    for code_owner in [fn, *(inner for _, inner in _helpers(fn))]:
-        space, code = getattr(code_owner, "__globals__", {}), getattr(code_owner, "__code__", None)
-        for name in _global_names(code) if code else ():  # a library's C function has no code to read
-            if name in space and id(space[name]) not in shipped and name not in lines:
+    for owner in [fn, *(inner for _, inner in helpers)]:
+        space = getattr(owner, "__globals__", {})
+        for name in _names_read(owner):
+            if name in space and name not in RANK_NAMES and id(space[name]) not in shipped and name not in lines:
                 line = _binding(name, space[name], home)
-                if line:  # the ranks' own names (rank, world, device...) win, as they did before any line travelled
-                    lines[name] = f"if {name!r} not in globals(): {line}"
+                if line:
+                    lines[name] = line
     return list(lines.values())
 
 
@@ -233,9 +270,10 @@ def _source(fn: Callable) -> tuple[str, str]:
     """(name, source) of the learner's function as written, after the sources of the Triton kernels it uses and
     the lines that bind the notebook names they read (imports, constants)."""
     name = getattr(fn, "__name__", "")
-    bindings = _bindings(fn)
+    helpers = _helpers(fn)
+    bindings = _bindings(fn, helpers)
     parts = ["\n".join(bindings)] if bindings else []
-    for kernel, inner in reversed(_helpers(fn)):
+    for kernel, inner in reversed(helpers):
         what = "the Triton kernel" if kernel is not inner else "your helper"
         try:
             parts.append(textwrap.dedent(inspect.getsource(inner)))
@@ -324,9 +362,9 @@ def answered(rows: list[dict], what: str) -> None:
 
 # The ranks run your source in fresh processes: a name your notebook defined outside any function is not there
 _NOT_DEFINED_HINT = ("each rank is a fresh Python process that runs the source of your function, your own functions "
-                     "and Triton kernels it calls, with torch, dist and the exercise's imports: a constant, tensor "
-                     "or import made elsewhere in your notebook is not there; define it inside your function, or "
-                     "import it there")
+                     "and Triton kernels it calls, with torch, dist and the exercise's imports; your notebook's "
+                     "imports and plain constants (numbers, strings, tuples of them) travel with it, but a tensor or "
+                     "any other object made elsewhere in your notebook does not: make it inside your function")
 
 
 @contextmanager

@@ -202,75 +202,109 @@ def _library_kernel(name: str) -> bool:
         "::" in low and any(word in low for word in ("all_reduce", "allreduce", "one_shot", "two_shot", "multimem")))
 
 
-def _called(node) -> str:
-    """The name a call is made by: `atomic_cas` for tl.atomic_cas(...) and for atomic_cas(...) imported bare."""
+def _kernel_calls(sources: list[str]):
+    """Parse the answer's kernels: (trees, helper names, calls) where each call is (node, Triton name, tree). A call
+    is Triton's when made through a module (`tl.atomic_cas`, `language.debug_barrier`) or by a bare name that no
+    kernel of the answer defines (`atomic_cas` imported from triton.language); a learner's own helper named
+    `atomic_signal` is not an atomic."""
     import ast
 
-    if isinstance(node.func, ast.Attribute):
-        return node.func.attr
-    return node.func.id if isinstance(node.func, ast.Name) else ""
+    trees = []
+    for source in sources:
+        try:
+            trees.append(ast.parse(source))
+        except SyntaxError:
+            continue
+    helpers = {d.name for t in trees for d in ast.walk(t) if isinstance(d, ast.FunctionDef)}
+    calls = []
+    for tree in trees:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            if isinstance(node.func, ast.Attribute):
+                calls.append((node, node.func.attr, tree))
+            elif isinstance(node.func, ast.Name) and node.func.id not in helpers:
+                calls.append((node, node.func.id, tree))
+    return trees, helpers, calls
+
+
+def _constant(node, name: str, position: int, default=None):
+    """The argument `name` (or at `position`) of a call when it is written as a literal; `...` when it is written
+    as something else (a constexpr parameter, a variable: unknown here); `default` when absent."""
+    import ast
+
+    for k in node.keywords:
+        if k.arg == name:
+            return k.value.value if isinstance(k.value, ast.Constant) else ...
+    if position < len(node.args):
+        arg = node.args[position]
+        return arg.value if isinstance(arg, ast.Constant) else ...
+    return default
+
+
+def _flag_move(node, called: str) -> str | None:
+    """"set" for an atomic that raises a flag (cas 0 -> 1, xchg 1, add of a positive literal: an announcement),
+    "clear" for one that takes it from 1 back to 0 (cas 1 -> 0, xchg 0: a wait that consumes, or a reset), "poll" for
+    one that only reads it (add 0); None where the literals do not say."""
+    if called == "atomic_cas":
+        return {(0, 1): "set", (1, 0): "clear"}.get((_constant(node, "cmp", 1), _constant(node, "val", 2)))
+    if called == "atomic_xchg":
+        return {1: "set", 0: "clear"}.get(_constant(node, "val", 1))
+    if called == "atomic_add":
+        val = _constant(node, "val", 1)
+        return "poll" if val == 0 else "set" if isinstance(val, int) and val > 0 else None
+    return None
 
 
 def _atomics_off_system_scope(sources: list[str]) -> list[str]:
-    """The atomics in the answer's Triton kernels that do not order across GPUs: no scope="sys", or sem="relaxed"."""
+    """The atomics in the answer's Triton kernels that do not order across GPUs: a literal scope other than "sys",
+    or none (Triton's default is the GPU's own), sem="relaxed", an announcement with acquire, or a spinning wait
+    with release. A sem or scope passed as a parameter cannot be read here and is left to the runs."""
     import ast
 
+    trees, _, calls = _kernel_calls(sources)
+    spins = {id(call) for tree in trees for loop in ast.walk(tree) if isinstance(loop, ast.While)
+             for call in ast.walk(loop.test) if isinstance(call, ast.Call)}
     found = []
-    for source in sources:
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
+    for node, called, _ in calls:
+        if not called.startswith("atomic_"):
             continue
-        spins = {id(call) for loop in ast.walk(tree) if isinstance(loop, ast.While)
-                 for call in ast.walk(loop.test) if isinstance(call, ast.Call)}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and _called(node).startswith("atomic_"):
-                words = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-                sem = words.get("sem", "acq_rel")  # Triton's default
-                move = _flag_move(node, ast)
-                # an announcement must release what came before it; a wait that spins on the flag and consumes it
-                # must acquire what comes after (a plain reset after some other wait may release)
-                swapped = move == ("set", "acquire") or (move == ("clear", "release") and id(node) in spins)
-                if words.get("scope") != "sys" or sem == "relaxed":
-                    found.append(f"line {node.lineno}: {ast.unparse(node)[:90]}")
-                elif swapped:
-                    found.append(f"line {node.lineno}: {ast.unparse(node)[:90]} ({'announces' if sem == 'acquire' else 'waits'}"
-                                 f" with {sem}, where it needs {'release' if sem == 'acquire' else 'acquire'})")
+        # atomic_cas(pointer, cmp, val, sem, scope), atomic_xchg / atomic_add(pointer, val, mask, sem, scope)
+        scope, sem = _constant(node, "scope", 4, "gpu"), _constant(node, "sem", 3, "acq_rel")
+        move = _flag_move(node, called)
+        # an announcement must release what came before it; a wait that spins on the flag must acquire what comes
+        # after it (a reset after some other wait may release)
+        announces = move == "set" and sem == "acquire"
+        waits = move in ("clear", "poll") and sem == "release" and id(node) in spins
+        if (scope is not ... and scope != "sys") or sem == "relaxed":
+            found.append(f"line {node.lineno}: {ast.unparse(node)[:90]}")
+        elif announces or waits:
+            found.append(f"line {node.lineno}: {ast.unparse(node)[:90]} ({'announces' if announces else 'waits'}"
+                         f" with {sem}, where it needs {'release' if announces else 'acquire'})")
     return found
 
 
-def _flag_move(node, ast) -> tuple[str, str] | None:
-    """("set", sem) for an atomic that raises a flag from 0 to 1 (an announcement), ("clear", sem) for one that takes
-    it from 1 back to 0 (a wait that consumes), read from constant arguments; None otherwise."""
-    args = [a.value if isinstance(a, ast.Constant) else None for a in node.args[1:]]
-    named = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-    sem = named.get("sem", "acq_rel")
-    if _called(node) == "atomic_cas":
-        cmp, val = (args + [None, None])[:2]
-        cmp, val = named.get("cmp", cmp), named.get("val", val)
-        move = {(0, 1): "set", (1, 0): "clear"}.get((cmp, val))
-    elif _called(node) == "atomic_xchg":
-        move = {1: "set", 0: "clear"}.get(named.get("val", (args + [None])[0]))
-    else:
-        move = None
-    return (move, sem) if move else None
-
-
 def _thread_barriers(sources: list[str]) -> tuple[int, int]:
-    """(atomics, tl.debug_barrier() calls) written in the answer's Triton kernels, counted in their source."""
+    """(atomics, tl.debug_barrier() calls) in the answer's Triton kernels, read in their source; a barrier inside a
+    helper of the answer counts once for every call of that helper."""
     import ast
 
-    atomics = barriers = 0
-    for source in sources:
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
-            continue
+    trees, helpers, calls = _kernel_calls(sources)
+    atomics = sum(called.startswith("atomic_") for _, called, _ in calls)
+    uses = {name: 0 for name in helpers}
+    for tree in trees:
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call):
-                atomics += _called(node).startswith("atomic_")
-                barriers += _called(node) == "debug_barrier"
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in uses:
+                uses[node.func.id] += 1
+    barriers = 0
+    for tree in trees:
+        for fn in (d for d in ast.walk(tree) if isinstance(d, ast.FunctionDef)):
+            inside = sum(isinstance(n, ast.Call) and (getattr(n.func, "attr", None) == "debug_barrier"
+                                                      or getattr(n.func, "id", None) == "debug_barrier")
+                         for n in ast.walk(fn))
+            barriers += inside * max(uses.get(fn.name, 0), 1)  # a kernel launched, not called, counts once
     return atomics, barriers
+
 
 RACE_HINTS = {
     "late writer": ("wait at entry: announce on every peer's signal pad that your input is in, then wait for every "
