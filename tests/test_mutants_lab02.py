@@ -182,55 +182,86 @@ def _quiet(capsys):
     capsys.readouterr()
 
 
-def _flat(sweep):
-    return sweep["seconds"][-1] / sweep["seconds"][0] < 2 and sweep["sizes"][-1] / sweep["sizes"][0] >= 16
+FAR = ch02.FAR_ABOVE
 
 
-def classify_right(sweep, balance):
-    """Right, written differently: the work's growth and the roofline test without a division by bytes."""
-    grew = sweep["sizes"][-1] >= 16 * sweep["sizes"][0]
-    if grew and sweep["seconds"][-1] < 2 * sweep["seconds"][0]:
+def classify_right(sweep, peak_flops, peak_bytes):
+    """Right, written differently: the roofline test multiplied out, no division."""
+    t, f, b = sweep["seconds"][-1], sweep["flops"][-1], sweep["bytes"][-1]
+    if t * peak_flops > FAR * f and t * peak_bytes > FAR * b:
         return "overhead"
-    return "compute" if sweep["flops"][-1] > balance * sweep["bytes"][-1] else "bandwidth"
+    return "compute" if f * peak_bytes > peak_flops * b else "bandwidth"
 
 
-def roofline_at_smallest_size(sweep, balance):
-    if _flat(sweep):
+def classify_by_balance(sweep, peak_flops, peak_bytes):
+    """Right: the machine balance first, then the time over the roofline's."""
+    balance = peak_flops / peak_bytes
+    intensity = sweep["flops"][-1] / sweep["bytes"][-1]
+    roofline = sweep["bytes"][-1] / peak_bytes * max(1.0, intensity / balance)
+    if sweep["seconds"][-1] / roofline > FAR:
         return "overhead"
-    return "compute" if sweep["flops"][0] / sweep["bytes"][0] > balance else "bandwidth"
+    return "compute" if intensity > balance else "bandwidth"
 
 
-def flat_by_time_alone(sweep, balance):
-    if sweep["seconds"][-1] / sweep["seconds"][0] < 2:
+def _roofline_label(sweep, peak_flops, peak_bytes, i=-1):
+    return "compute" if sweep["flops"][i] / sweep["bytes"][i] > peak_flops / peak_bytes else "bandwidth"
+
+
+def flat_means_overhead(sweep, peak_flops, peak_bytes):
+    # the old first diagnosis: time within 2x while the size grew 16x
+    if sweep["seconds"][-1] / sweep["seconds"][0] < 2 and sweep["sizes"][-1] / sweep["sizes"][0] >= 16:
         return "overhead"
-    return "compute" if sweep["flops"][-1] / sweep["bytes"][-1] > balance else "bandwidth"
+    return _roofline_label(sweep, peak_flops, peak_bytes)
 
 
-def bytes_per_flop(sweep, balance):
-    if _flat(sweep):
+def _overhead_at(sweep, peak_flops, peak_bytes, i, far=FAR):
+    return sweep["seconds"][i] > far * max(sweep["flops"][i] / peak_flops, sweep["bytes"][i] / peak_bytes)
+
+
+def intensity_at_smallest_size(sweep, peak_flops, peak_bytes):
+    if _overhead_at(sweep, peak_flops, peak_bytes, -1):
         return "overhead"
-    return "compute" if sweep["bytes"][-1] / sweep["flops"][-1] > balance else "bandwidth"
+    return _roofline_label(sweep, peak_flops, peak_bytes, 0)
 
 
-def achieved_flops_against_balance(sweep, balance):
-    # compares FLOP/s (a rate) with FLOP/byte (an intensity): a unit slip
-    if _flat(sweep):
+def roofline_at_smallest_size(sweep, peak_flops, peak_bytes):
+    if _overhead_at(sweep, peak_flops, peak_bytes, 0):
         return "overhead"
-    return "compute" if sweep["flops"][-1] / sweep["seconds"][-1] > balance else "bandwidth"
+    return _roofline_label(sweep, peak_flops, peak_bytes)
 
 
-def last_two_sizes_only(sweep, balance):
-    if sweep["seconds"][-1] / sweep["seconds"][-2] < 2:
+def any_time_above_the_roofline(sweep, peak_flops, peak_bytes):
+    if _overhead_at(sweep, peak_flops, peak_bytes, -1, far=1.0):
         return "overhead"
-    return "compute" if sweep["flops"][-1] / sweep["bytes"][-1] > balance else "bandwidth"
+    return _roofline_label(sweep, peak_flops, peak_bytes)
+
+
+def bytes_per_flop(sweep, peak_flops, peak_bytes):
+    if _overhead_at(sweep, peak_flops, peak_bytes, -1):
+        return "overhead"
+    return "compute" if sweep["bytes"][-1] / sweep["flops"][-1] > peak_flops / peak_bytes else "bandwidth"
+
+
+def peaks_swapped(sweep, peak_flops, peak_bytes):
+    # FLOPs over the bytes peak, bytes over the FLOP peak
+    if sweep["seconds"][-1] > FAR * max(sweep["flops"][-1] / peak_bytes, sweep["bytes"][-1] / peak_flops):
+        return "overhead"
+    return _roofline_label(sweep, peak_flops, peak_bytes)
+
+
+def time_in_microseconds(sweep, peak_flops, peak_bytes):
+    # seconds read as microseconds against rates per second
+    if sweep["seconds"][-1] * 1e6 > FAR * max(sweep["flops"][-1] / peak_flops, sweep["bytes"][-1] / peak_bytes):
+        return "overhead"
+    return _roofline_label(sweep, peak_flops, peak_bytes)
 
 
 def by_the_order_of_calls():
     answers = iter(["overhead", "bandwidth", "compute"] * 10)
-    return lambda sweep, balance: next(answers)
+    return lambda sweep, peak_flops, peak_bytes: next(answers)
 
 
-def by_the_size_of_the_work(sweep, balance):
+def by_the_size_of_the_work(sweep, peak_flops, peak_bytes):
     # a shortcut that knows the checker's three workloads, not the roofline
     if sweep["sizes"][-1] <= 64:
         return "overhead"
@@ -239,16 +270,20 @@ def by_the_size_of_the_work(sweep, balance):
 
 CLASSIFY_ANSWERS = [
     Answer("the roofline, multiplied out", "right", classify_right),
-    Answer("always compute-bound", "classic", lambda sweep, balance: "compute"),
-    Answer("intensity at the smallest size", "method", roofline_at_smallest_size),
-    Answer("flat judged by time alone", "method", flat_by_time_alone),
-    Answer("time growth of the last two sizes", "method", last_two_sizes_only),
+    Answer("the machine balance first", "right", classify_by_balance),
+    Answer("flat means overhead", "classic", flat_means_overhead),
+    Answer("always compute-bound", "classic", lambda sweep, peak_flops, peak_bytes: "compute"),
+    Answer("intensity at the smallest size", "method", intensity_at_smallest_size),
+    Answer("the roofline at the smallest size", "method", roofline_at_smallest_size),
+    Answer("any time above the roofline is overhead", "method", any_time_above_the_roofline),
     Answer("bytes per FLOP against FLOPs per byte", "unit", bytes_per_flop),
-    Answer("achieved FLOP/s against the balance", "unit", achieved_flops_against_balance),
+    Answer("the two peaks swapped", "unit", peaks_swapped),
+    Answer("seconds read as microseconds", "unit", time_in_microseconds),
     Answer("labels in the order of the calls", "hard-coded", by_the_order_of_calls()),
     Answer("the checker's workloads told apart by size", "structure", by_the_size_of_the_work),
-    Answer("returns None", "bad value", lambda sweep, balance: None),
-    Answer("capitalised label", "bad value", lambda sweep, balance: classify_right(sweep, balance).title()),
+    Answer("returns None", "bad value", lambda sweep, peak_flops, peak_bytes: None),
+    Answer("capitalised label", "bad value",
+           lambda sweep, peak_flops, peak_bytes: classify_right(sweep, peak_flops, peak_bytes).title()),
 ]
 SUITE_CLASSIFY = suite("02", 2, ch02.check_classify, CLASSIFY_ANSWERS)
 

@@ -127,12 +127,17 @@ def check_idle_stats(gpu_idle_stats: Callable[[str, str], dict]) -> str:
 
 # ---- exercise 2: classify workloads from their sweeps ----------------------------------------------------
 
-def _reference_classify(sweep: dict, machine_balance: float) -> str:
-    """Overhead-bound if time stays within 2x while the work grows 16x or more; else the roofline side."""
-    seconds, sizes = sweep["seconds"], sweep["sizes"]
-    if seconds[-1] / seconds[0] < 2 and sizes[-1] / sizes[0] >= 16:
+FAR_ABOVE = 4  # a step that takes more than this many times what its work needs at the peaks is overhead-bound
+
+
+def _reference_classify(sweep: dict, peak_flops: float, peak_bytes: float) -> str:
+    """At the largest size: overhead-bound if the time is more than FAR_ABOVE times the roofline's (the larger of
+    FLOPs at peak FLOP/s and bytes at peak bytes/s); else compute-bound if its FLOPs per byte exceed the machine
+    balance, bandwidth-bound if not."""
+    seconds, flops, nbytes = sweep["seconds"][-1], sweep["flops"][-1], sweep["bytes"][-1]
+    if seconds > FAR_ABOVE * max(flops / peak_flops, nbytes / peak_bytes):
         return "overhead"
-    return "compute" if sweep["flops"][-1] / sweep["bytes"][-1] > machine_balance else "bandwidth"
+    return "compute" if flops / nbytes > peak_flops / peak_bytes else "bandwidth"
 
 
 def measure_sweeps(device: str) -> dict[str, dict]:
@@ -173,63 +178,77 @@ def measure_sweeps(device: str) -> dict[str, dict]:
     }
 
 
-def machine_balance_of(sweeps: dict[str, dict]) -> float:
-    """FLOPs per byte at which this machine turns from bandwidth- to compute-bound, from the two sweeps."""
+def peaks_of(sweeps: dict[str, dict]) -> tuple[float, float]:
+    """This machine's peak FLOP/s and peak bytes/s, from the largest matmul and the largest add of the sweeps."""
     compute, bandwidth = sweeps["compute"], sweeps["bandwidth"]
-    peak_flops = compute["flops"][-1] / compute["seconds"][-1]
-    peak_bytes = bandwidth["bytes"][-1] / bandwidth["seconds"][-1]
-    return peak_flops / peak_bytes
+    return compute["flops"][-1] / compute["seconds"][-1], bandwidth["bytes"][-1] / bandwidth["seconds"][-1]
 
 
-def _planted_sweeps(rng: random.Random) -> list[tuple[str, dict, float]]:
-    """Sweeps whose answer is known by construction, each judged at machine balances on both sides of its
-    intensity: a flat one, one flat in time but whose work grew too little to call it overhead, one whose
-    intensity grows with its size (low at the smallest, high at the largest), and a streaming one."""
-    sizes = [1, 4, 16, 64]
-    flat = {"sizes": sizes, "seconds": [10e-6 * rng.uniform(1, 1.3) for _ in sizes],
-            "flops": [1e3 * n for n in sizes], "bytes": [8e3 * n for n in sizes]}
-    little = {"sizes": [1, 2, 4, 8], "seconds": [10e-6 * rng.uniform(1, 1.3) for _ in range(4)],
-              "flops": [1e6 * n for n in (1, 2, 4, 8)], "bytes": [2e4 * n for n in (1, 2, 4, 8)]}
-    growing = {"sizes": [128, 512, 2048], "seconds": [1e-5, 1e-4, 4e-3],
-               "flops": [2 * n**3 for n in (128, 512, 2048)], "bytes": [12 * n**2 for n in (128, 512, 2048)]}
-    streaming = {"sizes": [2**18, 2**20, 2**22], "seconds": [2e-5, 8e-5, 3.2e-4],
-                 "flops": [float(n) for n in (2**18, 2**20, 2**22)], "bytes": [12.0 * n for n in (2**18, 2**20, 2**22)]}
-    cases = [("flat", flat, rng.uniform(5, 50))]
-    for name, sweep in (("little growth", little), ("growing intensity", growing), ("streaming", streaming)):
-        intensity = sweep["flops"][-1] / sweep["bytes"][-1]
-        cases += [(name, sweep, intensity * rng.uniform(0.3, 0.7)), (name, sweep, intensity * rng.uniform(1.5, 3))]
+def _planted_sweeps(rng: random.Random) -> list[tuple[str, dict, float, float]]:
+    """Sweeps whose answer is known by construction, each with the peaks (FLOP/s, bytes/s) it is judged at: a flat
+    chain of tiny kernels; a flat step that streams the same large weights at every batch (a batch-1 decode: flat,
+    yet bandwidth-bound); steps at a few times their roofline on both sides of FAR_ABOVE; a matmul whose intensity
+    grows with its size, judged at machine balances on both sides of it; a streaming one."""
+    peak_flops, peak_bytes = 5e13 * rng.uniform(0.8, 1.2), 3e12 * rng.uniform(0.8, 1.2)
+    batches = [1, 4, 16, 64]
+    tiny = {"sizes": batches, "seconds": [10e-6 * rng.uniform(1, 1.3) for _ in batches],
+            "flops": [1e3 * n for n in batches], "bytes": [8e3 * n for n in batches]}
+    rows = [1, 2, 4, 16]
+    weights = 64e6 * rng.uniform(1, 2)  # float32 weights every batch reads once: 2 FLOPs per weight per row
+    decode_bytes = [weights + 8e3 * n for n in rows]
+    decode = {"sizes": rows, "seconds": [b / peak_bytes * rng.uniform(1.1, 1.3) for b in decode_bytes],
+              "flops": [weights / 4 * 2 * n for n in rows], "bytes": decode_bytes}
+    cases = [("flat chain of tiny kernels", tiny, peak_flops, peak_bytes),
+             ("flat decode that streams its weights", decode, peak_flops, peak_bytes)]
+    for times in (rng.uniform(2.5, 3.5), rng.uniform(5, 8)):  # under and over FAR_ABOVE x the roofline
+        sizes = [2**18, 2**20, 2**22]
+        sweep = {"sizes": sizes, "flops": [float(n) for n in sizes], "bytes": [12.0 * n for n in sizes],
+                 # a launch's few microseconds set the smallest size's time: it alone would read as overhead
+                 "seconds": [max(12.0 * n / peak_bytes * times, 8e-6) for n in sizes]}
+        cases.append((f"streaming add at {times:.1f}x its roofline", sweep, peak_flops, peak_bytes))
+    sizes = [128, 512, 2048]
+    matmul = {"sizes": sizes, "flops": [2.0 * n**3 for n in sizes], "bytes": [12.0 * n**2 for n in sizes]}
+    intensity = matmul["flops"][-1] / matmul["bytes"][-1]
+    for balance in (intensity * rng.uniform(0.3, 0.7), intensity * rng.uniform(1.5, 3)):
+        flops_rate = balance * peak_bytes  # the balance set through the FLOP peak, bytes/s unchanged
+        roofline = [max(f / flops_rate, b / peak_bytes) for f, b in zip(matmul["flops"], matmul["bytes"], strict=True)]
+        cases.append((f"matmul at machine balance {balance:.3g}",
+                      {**matmul, "seconds": [t * rng.uniform(1.1, 1.5) for t in roofline]}, flops_rate, peak_bytes))
     return cases
 
 
 @exercise(2,
-          "a flat sweep (time barely grows while the work grows many times) is overhead-bound; otherwise compare "
-          "the work's FLOPs per byte with the machine balance (peak FLOP/s / peak bytes/s): above it, "
-          "compute-bound; below it, bandwidth-bound.")
-def check_classify(classify: Callable[[dict, float], str]) -> str:
+          "at the largest size, the roofline's time is the larger of FLOPs / peak FLOP/s and bytes / peak bytes/s; "
+          "more than 4 times that is overhead-bound; otherwise compute-bound if FLOPs per byte exceed peak FLOP/s "
+          "over peak bytes/s (the machine balance), else bandwidth-bound.")
+def check_classify(classify: Callable[[dict, float, float], str]) -> str:
     sweeps = measure_sweeps(_device())
-    balance = machine_balance_of(sweeps)
+    peak_flops, peak_bytes = peaks_of(sweeps)
     names = list(sweeps)
     checking.rng().shuffle(names)  # the order tells nothing
     lines, wrong = [], []
     for letter, truth in zip("ABC", names, strict=True):
-        yours = classify({k: list(v) for k, v in sweeps[truth].items()}, balance)
+        yours = classify({k: list(v) for k, v in sweeps[truth].items()}, peak_flops, peak_bytes)
         if yours not in LABELS:
             raise CheckFailed(f"classify returned {yours!r} for workload {letter}; return one of {LABELS}")
-        expected = _reference_classify(sweeps[truth], balance)
+        expected = _reference_classify(sweeps[truth], peak_flops, peak_bytes)
         lines.append(f"workload {letter}: yours {yours!r}, expected {expected!r}")
         if yours != expected:
             wrong.append(letter)
-    detail = "; ".join(lines) + f" (machine balance {balance:.1f} FLOP/byte)"
+    detail = "; ".join(lines) + (f" (peaks {peak_flops / 1e12:.3g} TFLOP/s, {peak_bytes / 1e9:.0f} GB/s: machine "
+                                 f"balance {peak_flops / peak_bytes:.1f} FLOP/byte)")
     if wrong:
         raise CheckFailed(detail)
     planted = _planted_sweeps(checking.rng())
-    for name, sweep, machine_balance in planted:
-        yours = classify({k: list(v) for k, v in sweep.items()}, machine_balance)
-        expected = _reference_classify(sweep, machine_balance)
+    for name, sweep, flops_rate, bytes_rate in planted:
+        yours = classify({k: list(v) for k, v in sweep.items()}, flops_rate, bytes_rate)
+        expected = _reference_classify(sweep, flops_rate, bytes_rate)
         if yours != expected:
-            raise CheckFailed(f"{detail}; but a made-up {name} sweep at machine balance {machine_balance:.3g} "
-                              f"FLOP/byte: yours {yours!r}, expected {expected!r}")
-    return detail + f"; and {len(planted)} made-up sweeps at machine balances on both sides of their intensity"
+            hint = ("flat is not the test: a step that streams the same weights at every batch is flat and "
+                    "bandwidth-bound; set its time against its roofline" if name.startswith("flat decode") else None)
+            raise CheckFailed(f"{detail}; but a made-up {name} sweep at {flops_rate / 1e12:.3g} TFLOP/s and "
+                              f"{bytes_rate / 1e9:.0f} GB/s: yours {yours!r}, expected {expected!r}", hint=hint)
+    return detail + f"; and {len(planted)} made-up sweeps, flat ones among them, around each threshold"
 
 
 # ---- exercise 3: a loop without sync points --------------------------------------------------------------
