@@ -256,6 +256,38 @@ def time_in_microseconds(sweep, peak_flops, peak_bytes):
     return _roofline_label(sweep, peak_flops, peak_bytes)
 
 
+def truncated_ratio(sweep, peak_flops, peak_bytes):
+    # int() of the ratio: 4.4x becomes 4, so the threshold is 5 in effect (found by a learner's read)
+    t, f, b = sweep["seconds"][-1], sweep["flops"][-1], sweep["bytes"][-1]
+    if int(t / max(f / peak_flops, b / peak_bytes)) > FAR:
+        return "overhead"
+    return _roofline_label(sweep, peak_flops, peak_bytes)
+
+
+def roofline_as_a_sum(sweep, peak_flops, peak_bytes):
+    # the two times added, not the larger of them (found by a learner's read)
+    if sweep["seconds"][-1] > FAR * (sweep["flops"][-1] / peak_flops + sweep["bytes"][-1] / peak_bytes):
+        return "overhead"
+    return _roofline_label(sweep, peak_flops, peak_bytes)
+
+
+def intensity_first(sweep, peak_flops, peak_bytes):
+    # compute-bound decided before the overhead test (found by a learner's read)
+    if _roofline_label(sweep, peak_flops, peak_bytes) == "compute":
+        return "compute"
+    return "overhead" if _overhead_at(sweep, peak_flops, peak_bytes, -1) else "bandwidth"
+
+
+def sorts_its_input(sweep, peak_flops, peak_bytes):
+    # sorts the caller's lists in place, largest first (found by a learner's read)
+    for key in sweep:
+        sweep[key].sort(reverse=True)
+    t, f, b = sweep["seconds"][0], sweep["flops"][0], sweep["bytes"][0]
+    if t > FAR * max(f / peak_flops, b / peak_bytes):
+        return "overhead"
+    return "compute" if f / b > peak_flops / peak_bytes else "bandwidth"
+
+
 def by_the_order_of_calls():
     answers = iter(["overhead", "bandwidth", "compute"] * 10)
     return lambda sweep, peak_flops, peak_bytes: next(answers)
@@ -279,6 +311,10 @@ CLASSIFY_ANSWERS = [
     Answer("bytes per FLOP against FLOPs per byte", "unit", bytes_per_flop),
     Answer("the two peaks swapped", "unit", peaks_swapped),
     Answer("seconds read as microseconds", "unit", time_in_microseconds),
+    Answer("the ratio truncated to an integer", "method", truncated_ratio),
+    Answer("the roofline as a sum of the two times", "method", roofline_as_a_sum),
+    Answer("the intensity tested before the overhead", "method", intensity_first),
+    Answer("the sweep sorted in place", "structure", sorts_its_input),
     Answer("labels in the order of the calls", "hard-coded", by_the_order_of_calls()),
     Answer("the checker's workloads told apart by size", "structure", by_the_size_of_the_work),
     Answer("returns None", "bad value", lambda sweep, peak_flops, peak_bytes: None),

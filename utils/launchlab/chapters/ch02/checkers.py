@@ -200,12 +200,24 @@ def _planted_sweeps(rng: random.Random) -> list[tuple[str, dict, float, float]]:
               "flops": [weights / 4 * 2 * n for n in rows], "bytes": decode_bytes}
     cases = [("flat chain of tiny kernels", tiny, peak_flops, peak_bytes),
              ("flat decode that streams its weights", decode, peak_flops, peak_bytes)]
-    for times in (rng.uniform(2.5, 3.5), rng.uniform(5, 8)):  # under and over FAR_ABOVE x the roofline
+    for times in (rng.uniform(3.55, 3.9), rng.uniform(4.15, 4.5)):  # just under and just over FAR_ABOVE
         sizes = [2**18, 2**20, 2**22]
         sweep = {"sizes": sizes, "flops": [float(n) for n in sizes], "bytes": [12.0 * n for n in sizes],
                  # a launch's few microseconds set the smallest size's time: it alone would read as overhead
                  "seconds": [max(12.0 * n / peak_bytes * times, 8e-6) for n in sizes]}
         cases.append((f"streaming add at {times:.1f}x its roofline", sweep, peak_flops, peak_bytes))
+    # overhead-bound with both terms of the roofline alike (the roofline is their larger, not their sum), and a
+    # chain of tiny matmuls, overhead-bound above the machine balance (the overhead test comes first)
+    sizes = [2**18, 2**20, 2**22]
+    nbytes = [12.0 * n for n in sizes]
+    alike = {"sizes": sizes, "bytes": nbytes, "flops": [0.9 * b * peak_flops / peak_bytes for b in nbytes],
+             "seconds": [b / peak_bytes * rng.uniform(5, 7) for b in nbytes]}
+    cases.append(("step at 5-7x a roofline whose FLOP and byte times are alike", alike, peak_flops, peak_bytes))
+    balance = peak_flops / peak_bytes
+    chain = {"sizes": batches, "bytes": [4e3 * n for n in batches],
+             "flops": [4e3 * n * balance * rng.uniform(2, 4) for n in batches],
+             "seconds": [20e-6 * rng.uniform(1, 1.3) for _ in batches]}
+    cases.append(("chain of tiny matmuls", chain, peak_flops, peak_bytes))
     sizes = [128, 512, 2048]
     matmul = {"sizes": sizes, "flops": [2.0 * n**3 for n in sizes], "bytes": [12.0 * n**2 for n in sizes]}
     intensity = matmul["flops"][-1] / matmul["bytes"][-1]
@@ -240,8 +252,13 @@ def check_classify(classify: Callable[[dict, float, float], str]) -> str:
     if wrong:
         raise CheckFailed(detail)
     planted = _planted_sweeps(checking.rng())
+    checking.rng().shuffle(planted)  # their order tells nothing either
     for name, sweep, flops_rate, bytes_rate in planted:
-        yours = classify({k: list(v) for k, v in sweep.items()}, flops_rate, bytes_rate)
+        given = {k: list(v) for k, v in sweep.items()}
+        yours = classify(given, flops_rate, bytes_rate)
+        if given != sweep:
+            raise CheckFailed(f"{detail}; but classify changed the {name} sweep it was given",
+                              hint="read the sweep, do not sort, reverse or extend its lists: the caller still uses it")
         expected = _reference_classify(sweep, flops_rate, bytes_rate)
         if yours != expected:
             hint = ("flat is not the test: a step that streams the same weights at every batch is flat and "
