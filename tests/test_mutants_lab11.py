@@ -165,6 +165,8 @@ def test_exercise1_counts_a_helpers_barrier_at_each_call():
     kernel = "def k(p):\n    _sync()\n    tl.atomic_xchg(p, 1, sem='release', scope='sys')\n    _sync()\n"
     assert ch11._thread_barriers([helper, kernel]) == (1, 2)
     assert ch11._thread_barriers([kernel.replace("    _sync()\n", "", 1), helper]) == (1, 1)
+    deeper = "def _sync():\n    _bar()\n" + "def _bar():\n    tl.debug_barrier()\n"  # a helper of a helper
+    assert ch11._thread_barriers([deeper, kernel]) == (1, 2)
 
 
 # ---- exercise 2: the path per message size ----------------------------------------------------------------------

@@ -360,7 +360,8 @@ def answered(rows: list[dict], what: str) -> None:
                               hint=_NOT_DEFINED_HINT if re.search(r"\bNameError\b", r["raised"]) else None)
 
 
-# The ranks run your source in fresh processes: a name your notebook defined outside any function is not there
+# The ranks run your source in fresh processes: what your notebook made outside any function that is not an import
+# or a plain constant (those travel as lines, see _bindings) is not there
 _NOT_DEFINED_HINT = ("each rank is a fresh Python process that runs the source of your function, your own functions "
                      "and Triton kernels it calls, with torch, dist and the exercise's imports; your notebook's "
                      "imports and plain constants (numbers, strings, tuples of them) travel with it, but a tensor or "

@@ -203,7 +203,7 @@ def _library_kernel(name: str) -> bool:
 
 
 def _kernel_calls(sources: list[str]):
-    """Parse the answer's kernels: (trees, helper names, calls) where each call is (node, Triton name, tree). A call
+    """Parse the answer's kernels: (trees, helper names, calls) where each call is (node, Triton name). A call
     is Triton's when made through a module (`tl.atomic_cas`, `language.debug_barrier`) or by a bare name that no
     kernel of the answer defines (`atomic_cas` imported from triton.language); a learner's own helper named
     `atomic_signal` is not an atomic."""
@@ -222,9 +222,9 @@ def _kernel_calls(sources: list[str]):
             if not isinstance(node, ast.Call):
                 continue
             if isinstance(node.func, ast.Attribute):
-                calls.append((node, node.func.attr, tree))
+                calls.append((node, node.func.attr))
             elif isinstance(node.func, ast.Name) and node.func.id not in helpers:
-                calls.append((node, node.func.id, tree))
+                calls.append((node, node.func.id))
     return trees, helpers, calls
 
 
@@ -266,7 +266,7 @@ def _atomics_off_system_scope(sources: list[str]) -> list[str]:
     spins = {id(call) for tree in trees for loop in ast.walk(tree) if isinstance(loop, ast.While)
              for call in ast.walk(loop.test) if isinstance(call, ast.Call)}
     found = []
-    for node, called, _ in calls:
+    for node, called in calls:
         if not called.startswith("atomic_"):
             continue
         # atomic_cas(pointer, cmp, val, sem, scope), atomic_xchg / atomic_add(pointer, val, mask, sem, scope)
@@ -286,24 +286,31 @@ def _atomics_off_system_scope(sources: list[str]) -> list[str]:
 
 def _thread_barriers(sources: list[str]) -> tuple[int, int]:
     """(atomics, tl.debug_barrier() calls) in the answer's Triton kernels, read in their source; a barrier inside a
-    helper of the answer counts once for every call of that helper."""
+    helper of the answer counts once for every call of that helper, through helpers of helpers too."""
     import ast
 
     trees, helpers, calls = _kernel_calls(sources)
-    atomics = sum(called.startswith("atomic_") for _, called, _ in calls)
-    uses = {name: 0 for name in helpers}
-    for tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in uses:
-                uses[node.func.id] += 1
-    barriers = 0
-    for tree in trees:
-        for fn in (d for d in ast.walk(tree) if isinstance(d, ast.FunctionDef)):
-            inside = sum(isinstance(n, ast.Call) and (getattr(n.func, "attr", None) == "debug_barrier"
-                                                      or getattr(n.func, "id", None) == "debug_barrier")
-                         for n in ast.walk(fn))
-            barriers += inside * max(uses.get(fn.name, 0), 1)  # a kernel launched, not called, counts once
-    return atomics, barriers
+    atomics = sum(called.startswith("atomic_") for _, called in calls)
+    defs = {d.name: d for t in trees for d in ast.walk(t) if isinstance(d, ast.FunctionDef)}
+
+    def barriers_in(name: str, seen: frozenset = frozenset()) -> int:
+        """Barriers one call of `name` runs: its own, and those of the helpers it calls (a recursion counts 0)."""
+        if name in seen:
+            return 0
+        total = 0
+        for n in ast.walk(defs[name]):
+            if isinstance(n, ast.Call):
+                called = getattr(n.func, "attr", None) or getattr(n.func, "id", None)
+                if called == "debug_barrier":
+                    total += 1
+                elif isinstance(n.func, ast.Name) and called in defs:
+                    total += barriers_in(called, seen | {name})
+        return total
+
+    called_somewhere = {n.func.id for t in trees for n in ast.walk(t)
+                        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in defs}
+    launched = [name for name in defs if name not in called_somewhere]  # the kernels launched, not called
+    return atomics, sum(barriers_in(name) for name in launched)
 
 
 RACE_HINTS = {
