@@ -56,6 +56,8 @@ ONE_SHOT_ANSWERS = [Answer(label, kind, _kernel_answer(name)) for label, kind, n
     ("the library's all-reduce while a graph is captured", "structure", "library_while_capturing"),
     ("no tl.debug_barrier() around the handshakes", "method", "no_thread_barrier"),
     ("acquire and release swapped", "method", "signals_swapped"),
+    ("a barrier only program 0 runs", "method", "barrier_in_program0"),
+    ("out zeroed first, a second launch", "structure", "zeroed_first"),
 ]]
 SUITE_ONE_SHOT = suite("11", 1, ch11.check_one_shot, ONE_SHOT_ANSWERS)
 
@@ -88,6 +90,11 @@ def test_lab11_exercise1_one_shot(monkeypatch, capsys):
     assert "library" in verdicts["library_while_capturing"].detail
     assert "across GPUs" in verdicts["relaxed_signals"].detail and "across GPUs" in verdicts["signals_at_gpu_scope"].detail
     assert "debug_barrier" in verdicts["no_thread_barrier"].detail
+    # a late writer's race or, where the run missed it, the waits read in the source
+    assert any(why in verdicts["return_without_waiting"].detail
+               for why in ("wait for their peers 1 time(s)", "writes its input late", "reads slowly"))
+    assert "more under an `if`" in verdicts["barrier_in_program0"].detail
+    assert "launched 2 kernels" in verdicts["zeroed_first"].detail
     assert "announces with acquire" in verdicts["signals_swapped"].detail
 
 
@@ -99,8 +106,11 @@ def test_exercise1_reads_the_atomics_of_your_kernels():
         pytest.skip("Triton is not installed (the CPU tier): the kernels' sources cannot be read as Triton functions")
     assert ch11._atomics_off_system_scope(rank_checks.kernel_sources(k.barriers_in_and_out)) == []
     assert len(ch11._atomics_off_system_scope(rank_checks.kernel_sources(k.relaxed_signals))) == 4
-    assert ch11._thread_barriers(rank_checks.kernel_sources(k.barriers_in_and_out)) == (4, 4)  # 2 calls of 2
-    assert ch11._thread_barriers(rank_checks.kernel_sources(k.no_thread_barrier)) == (2, 0)
+    assert ch11._handshakes(rank_checks.kernel_sources(k.barriers_in_and_out)) == (4, 4, 2)  # 2 calls of 2, 1
+    assert ch11._handshakes(rank_checks.kernel_sources(k.no_thread_barrier)) == (2, 0, 2)
+    assert ch11._handshakes(rank_checks.kernel_sources(k.return_without_waiting))[2] == 1
+    assert ch11._handshakes(rank_checks.kernel_sources(k.barrier_in_program0))[1] == 0
+    assert ch11._handshakes(rank_checks.kernel_sources(k.barrier_in_program0), every_program=False)[1] == 4
     swapped = ch11._atomics_off_system_scope(rank_checks.kernel_sources(k.signals_swapped))
     assert len(swapped) == 2 and "announces with acquire" in swapped[0] and "waits with release" in swapped[1]
 
@@ -163,10 +173,43 @@ def test_exercise1_static_rules_on_kernel_sources(case):
 def test_exercise1_counts_a_helpers_barrier_at_each_call():
     helper = "def _sync():\n    tl.debug_barrier()\n"
     kernel = "def k(p):\n    _sync()\n    tl.atomic_xchg(p, 1, sem='release', scope='sys')\n    _sync()\n"
-    assert ch11._thread_barriers([helper, kernel]) == (1, 2)
-    assert ch11._thread_barriers([kernel.replace("    _sync()\n", "", 1), helper]) == (1, 1)
+    assert ch11._handshakes([helper, kernel]) == (1, 2, 0)
+    assert ch11._handshakes([kernel.replace("    _sync()\n", "", 1), helper]) == (1, 1, 0)
     deeper = "def _sync():\n    _bar()\n" + "def _bar():\n    tl.debug_barrier()\n"  # a helper of a helper
-    assert ch11._thread_barriers([deeper, kernel]) == (1, 2)
+    assert ch11._handshakes([deeper, kernel]) == (1, 2, 0)
+
+
+_HANDSHAKE = """
+def _shake(p, pid):
+    tl.debug_barrier()
+    while tl.atomic_cas(p + pid, 0, 1, sem="release", scope="sys") != 0:
+        pass
+    while tl.atomic_cas(p + pid + 1, 1, 0, sem="acquire", scope="sys") != 1:
+        pass
+    tl.debug_barrier()
+"""
+_WAITS_CASES = {  # kernel -> (barriers, waits) that every program runs
+    "entry and exit": ("def k(p):\n    pid = tl.program_id(0)\n    _shake(p, pid)\n    _shake(p, pid)\n", (4, 2)),
+    "entry only": ("def k(p):\n    pid = tl.program_id(0)\n    _shake(p, pid)\n", (2, 1)),
+    "exit under if pid == 0": ("def k(p):\n    pid = tl.program_id(0)\n    _shake(p, pid)\n"
+                               "    if pid == 0:\n        _shake(p, pid)\n", (2, 1)),
+    "exit under a constexpr switch": ("def k(p, EXIT: tl.constexpr):\n    pid = tl.program_id(0)\n"
+                                      "    _shake(p, pid)\n    if EXIT:\n        _shake(p, pid)\n", (4, 2)),
+    "a barrier under a helper's pid parameter": (
+        "def _fence(pid):\n    if pid < 0:\n        tl.debug_barrier()\n"
+        "def k(p):\n    pid = tl.program_id(0)\n    _fence(pid)\n    _shake(p, pid)\n", (2, 1)),
+    "both sides of an if on pid": ("def k(p):\n    if tl.program_id(0) == 0:\n        _shake(p, 0)\n"
+                                   "    else:\n        _shake(p, 1)\n", (2, 1)),
+    "a poll by add 0": ("def k(p):\n    tl.atomic_add(p, 1, sem='release', scope='sys')\n"
+                        "    while tl.atomic_add(p, 0, sem='acquire', scope='sys') == 0:\n        pass\n", (0, 1)),
+}
+
+
+@pytest.mark.parametrize("case", list(_WAITS_CASES))
+def test_exercise1_counts_what_every_program_runs(case):
+    kernel, (barriers, waits) = _WAITS_CASES[case]
+    sources = [_HANDSHAKE, kernel] if "_shake(" in kernel else [kernel]  # an uncalled helper would count as a kernel
+    assert ch11._handshakes(sources)[1:] == (barriers, waits)
 
 
 # ---- exercise 2: the path per message size ----------------------------------------------------------------------

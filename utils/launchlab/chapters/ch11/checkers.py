@@ -4,7 +4,9 @@ Exercise 1 runs your all-reduce's source, with the Triton kernels it launches, o
 torchrun, under a watchdog per rank and a deadline for the run: nothing hangs the notebook. Every rank holds
 different data, and each knows every rank's input, so each checks the sum itself. The races an idle GPU never
 shows are provoked: one rank writes its input late (a sleep captured before its copy), and one rank reads slowly
-(while it reads, a kernel of the checker's pulls from its peer over the same link). Exercise 2 runs on a CPU,
+(while it reads, a kernel of the checker's pulls from its peer over the same link); what such a race shows only
+now and then (a missing wait before returning, a barrier some programs skip, a relaxed or GPU-scope signal) is read
+in the kernels' source as every program runs it. Exercise 2 runs on a CPU,
 on tables planted so that no plausible wrong rule gets every size right.
 """
 
@@ -143,9 +145,9 @@ _ONE_SHOT = RankExercise('''
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):  # what runs inside a graph too: an answer may branch on capturing
             learner(buffer[:2048], handle, outs[1, :2048])
-        names = [i.name for fn in (lambda: learner(buffer[:2048], handle, outs[0, :2048]), graph.replay)
-                 for i in trace.intervals(trace.record(fn), {"kernel"})]
-        row["kernels"] = names
+        row["kernels"] = {how: [i.name for i in trace.intervals(trace.record(fn), {"kernel"})]
+                          for how, fn in (("eager", lambda: learner(buffer[:2048], handle, outs[0, :2048])),
+                                          ("graph", graph.replay))}
         del graph
         torch.cuda.synchronize()
         return row
@@ -284,33 +286,119 @@ def _atomics_off_system_scope(sources: list[str]) -> list[str]:
     return found
 
 
-def _thread_barriers(sources: list[str]) -> tuple[int, int]:
-    """(atomics, tl.debug_barrier() calls) in the answer's Triton kernels, read in their source; a barrier inside a
-    helper of the answer counts once for every call of that helper, through helpers of helpers too."""
+_PER_PROGRAM = {"program_id", "num_programs", "load", "arange"}  # calls whose value differs between programs
+
+
+def _per_program_names(defs: dict) -> dict[str, set[str]]:
+    """Per kernel or helper, the names whose value may differ from one program to the next: bound to
+    tl.program_id() or a load, or computed from such a name, or a helper's parameter passed one."""
+    import ast
+
+    def varies(expr, tainted: set[str]) -> bool:
+        for n in ast.walk(expr):
+            if isinstance(n, ast.Name) and n.id in tainted:
+                return True
+            if isinstance(n, ast.Call) and (getattr(n.func, "attr", None) or getattr(n.func, "id", None)) in _PER_PROGRAM:
+                return True
+        return False
+
+    tainted: dict[str, set[str]] = {name: set() for name in defs}
+    changed = True
+    while changed:
+        changed = False
+        for name, fn in defs.items():
+            for n in ast.walk(fn):
+                pairs = []
+                if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
+                    targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                    pairs = [(t, n.value) for t in targets]
+                elif isinstance(n, ast.For):
+                    pairs = [(n.target, n.iter)]
+                elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in defs:
+                    params = [a.arg for a in defs[n.func.id].args.args]
+                    for param, arg in zip(params, n.args):
+                        if param not in tainted[n.func.id] and varies(arg, tainted[name]):
+                            tainted[n.func.id].add(param)
+                            changed = True
+                for target, value in pairs:
+                    if varies(value, tainted[name]):
+                        for t in ast.walk(target):
+                            if isinstance(t, ast.Name) and t.id not in tainted[name]:
+                                tainted[name].add(t.id)
+                                changed = True
+    return tainted
+
+
+def _handshakes(sources: list[str], every_program: bool = True) -> tuple[int, int, int]:
+    """(atomics, tl.debug_barrier() calls, waits) in the answer's Triton kernels, read in their source, as one run
+    of each launched kernel meets them: a helper's count at each call, through helpers of helpers; a wait is a loop
+    that spins on an atomic which does not raise the flag. Of the two sides of an `if` on a value that differs
+    between programs (`if pid == 0:`) only what both run counts (every_program) or the side with more (not); of an
+    `if` on anything else (a constexpr), the side with more."""
     import ast
 
     trees, helpers, calls = _kernel_calls(sources)
     atomics = sum(called.startswith("atomic_") for _, called in calls)
     defs = {d.name: d for t in trees for d in ast.walk(t) if isinstance(d, ast.FunctionDef)}
+    per_program = _per_program_names(defs)
 
-    def barriers_in(name: str, seen: frozenset = frozenset()) -> int:
-        """Barriers one call of `name` runs: its own, and those of the helpers it calls (a recursion counts 0)."""
-        if name in seen:
-            return 0
-        total = 0
-        for n in ast.walk(defs[name]):
+    def waiting_atomic(expr, seen: frozenset) -> bool:
+        """Whether evaluating expr runs an atomic that is not an announcement, here or in a helper it calls."""
+        for n in ast.walk(expr):
+            if not isinstance(n, ast.Call):
+                continue
+            called = getattr(n.func, "attr", None) or getattr(n.func, "id", None)
+            if isinstance(n.func, ast.Name) and called in defs:
+                if called not in seen and any(waiting_atomic(s, seen | {called}) for s in defs[called].body):
+                    return True
+            elif called and called.startswith("atomic_") and _flag_move(n, called) != "set":
+                return True
+        return False
+
+    def count(stmts: list, fn: str, seen: frozenset) -> tuple[int, int]:
+        barriers = waits = 0
+        for stmt in stmts:
+            if isinstance(stmt, ast.If):
+                then, other = count(stmt.body, fn, seen), count(stmt.orelse, fn, seen)
+                tainted = per_program[fn]
+                varies = any((isinstance(n, ast.Name) and n.id in tainted) or (isinstance(n, ast.Call) and (
+                    getattr(n.func, "attr", None) or getattr(n.func, "id", None)) in _PER_PROGRAM)
+                    for n in ast.walk(stmt.test))
+                pick = min if varies and every_program else max
+                got = (pick(then[0], other[0]), pick(then[1], other[1]))
+                tested = calls_in(stmt.test, fn, seen)
+            elif isinstance(stmt, (ast.For, ast.While)):
+                inner = count(stmt.body, fn, seen)
+                head = stmt.test if isinstance(stmt, ast.While) else stmt.iter
+                spins = isinstance(stmt, ast.While) and waiting_atomic(stmt.test, seen | {fn})
+                got = (inner[0], inner[1] + spins)
+                tested = calls_in(head, fn, seen)
+            elif isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
+                continue
+            else:
+                got, tested = (0, 0), calls_in(stmt, fn, seen)
+            barriers += got[0] + tested[0]
+            waits += got[1] + tested[1]
+        return barriers, waits
+
+    def calls_in(expr, fn: str, seen: frozenset) -> tuple[int, int]:
+        """Barriers and waits of the calls an expression or simple statement makes."""
+        barriers = waits = 0
+        for n in ast.walk(expr):
             if isinstance(n, ast.Call):
                 called = getattr(n.func, "attr", None) or getattr(n.func, "id", None)
                 if called == "debug_barrier":
-                    total += 1
-                elif isinstance(n.func, ast.Name) and called in defs:
-                    total += barriers_in(called, seen | {name})
-        return total
+                    barriers += 1
+                elif isinstance(n.func, ast.Name) and called in defs and called not in seen | {fn}:
+                    b, w = count(defs[called].body, called, seen | {fn})
+                    barriers, waits = barriers + b, waits + w
+        return barriers, waits
 
     called_somewhere = {n.func.id for t in trees for n in ast.walk(t)
                         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in defs}
     launched = [name for name in defs if name not in called_somewhere]  # the kernels launched, not called
-    return atomics, sum(barriers_in(name) for name in launched)
+    totals = [count(defs[name].body, name, frozenset()) for name in launched]
+    return atomics, sum(b for b, _ in totals), sum(w for _, w in totals)
 
 
 RACE_HINTS = {
@@ -398,10 +486,22 @@ def check_one_shot(one_shot_all_reduce: Callable) -> str:
     # One thread of a program runs a scalar atomic. Triton 3.6 happens to put a bar.sync around a spin-loop atomic
     # whose result it uses (the result travels through shared memory), so a kernel without tl.debug_barrier()
     # runs right today; nothing in Triton promises it, so the barrier is read in the source.
-    atomics, barriers = _thread_barriers(rank_checks.kernel_sources(one_shot_all_reduce))
-    if atomics and barriers < 2:
-        raise CheckFailed(f"your kernels signal with {atomics} atomic(s) but call tl.debug_barrier() {barriers} "
-                          "time(s): each handshake needs one before it announces and one after its last wait",
+    sources = rank_checks.kernel_sources(one_shot_all_reduce)
+    atomics, barriers, waits = _handshakes(sources)
+    _, any_barriers, any_waits = _handshakes(sources, every_program=False)
+    skipped = (" ({} more under an `if` on a value that differs between programs, such as tl.program_id(), which "
+               "some programs skip)")
+    if atomics and waits < 2:  # the race a slow reader shows only now and then: read, so it is caught every time
+        raise CheckFailed(f"your kernels wait for their peers {waits} time(s) a call in every program"
+                          + (skipped.format(any_waits - waits) if any_waits > waits else "")
+                          + ": a one-shot all-reduce waits twice, before it reads (every input is in) and before "
+                            "it returns (every peer has read)",
+                          hint=RACE_HINTS["slow reader"])
+    if atomics and barriers < 2 * min(waits, 2):
+        raise CheckFailed(f"your kernels signal with {atomics} atomic(s) and wait twice, but every program calls "
+                          f"tl.debug_barrier() {barriers} time(s)"
+                          + (skipped.format(any_barriers - barriers) if any_barriers > barriers else "")
+                          + ": each handshake needs one before it announces and one after its last wait",
                           hint="a signal atomic orders only the loads and stores of the thread that runs it; "
                                "without tl.debug_barrier() before announcing, the announcement can reach a peer while "
                                "other threads of the program still read its buffer, and without one after the wait, "
@@ -409,12 +509,20 @@ def check_one_shot(one_shot_all_reduce: Callable) -> str:
                                "place a barrier around a spin-loop atomic, so such a kernel runs right today; Triton "
                                "does not promise it")
     for r in rows:
-        library = [k for k in r["kernels"] if _library_kernel(k)]
+        library = [k for names in r["kernels"].values() for k in names if _library_kernel(k)]
         if library:
             raise CheckFailed(f"rank {r['rank']}: one call, eager or replayed from a graph, ran the library's kernel "
                               f"{library[0][:80]!r}",
                               hint="write the all-reduce as a Triton kernel of your own: the exercise is the "
                                    "barrier and the sum, not a call to the library's")
+        for how, names in r["kernels"].items():
+            if len(names) != 1:
+                where = "called eagerly" if how == "eager" else "replayed from a graph"
+                raise CheckFailed(f"rank {r['rank']}: one call at 4 KB, {where}, launched {len(names)} kernels"
+                                  + (f": {', '.join(repr(n[:60]) for n in names[:4])}" if names else ""),
+                                  hint="do all of it in one Triton kernel: it writes every element of out, so "
+                                       "nothing needs zeroing or copying first; each extra launch costs a few "
+                                       "microseconds, as much as the all-reduce itself at 4 KB")
     ratio = max(r["yours_us"] / r["library_us"] for r in rows)
     if not ratio <= SLOWER_THAN_LIBRARY:  # NaN fails too
         raise CheckFailed(f"at 4 KB, in a graph of 20 copies and all-reduces, yours takes {rows[0]['yours_us']:.1f} "
