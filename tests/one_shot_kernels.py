@@ -331,3 +331,35 @@ def barrier_in_program0(buffer, handle, out):
 def zeroed_first(buffer, handle, out):
     out.zero_()  # a second launch each call, which the sum overwrites anyway
     barriers_in_and_out(buffer, handle, out)
+
+
+@triton.jit
+def _late_barrier(signal_pad_ptrs, rank: tl.constexpr, world: tl.constexpr):
+    """The course's barrier with its first tl.debug_barrier() moved after the announcements, before the waits."""
+    pid = tl.program_id(0)
+    pads = signal_pad_ptrs.to(tl.pointer_type(tl.uint64))
+    for peer in tl.static_range(world):
+        slot = tl.load(pads + peer).to(tl.pointer_type(tl.uint32)) + pid * world + rank
+        while tl.atomic_cas(slot, 0, 1, sem="release", scope="sys") != 0:
+            pass
+    tl.debug_barrier()
+    mine = tl.load(pads + rank).to(tl.pointer_type(tl.uint32)) + pid * world
+    for peer in tl.static_range(world):
+        while tl.atomic_cas(mine + peer, 1, 0, sem="acquire", scope="sys") != 1:
+            pass
+    tl.debug_barrier()
+
+
+@triton.jit
+def _late_barrier_one_shot(buffer_ptrs, signal_pad_ptrs, out_ptr, numel, rank: tl.constexpr, world: tl.constexpr,
+                           BLOCK: tl.constexpr):
+    _late_barrier(signal_pad_ptrs, rank, world)
+    _sum_peers(buffer_ptrs, out_ptr, numel, world, BLOCK)
+    _late_barrier(signal_pad_ptrs, rank, world)
+
+
+def barrier_after_announcing(buffer, handle, out):
+    numel = buffer.numel()
+    _late_barrier_one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096)

@@ -58,6 +58,7 @@ ONE_SHOT_ANSWERS = [Answer(label, kind, _kernel_answer(name)) for label, kind, n
     ("acquire and release swapped", "method", "signals_swapped"),
     ("a barrier only program 0 runs", "method", "barrier_in_program0"),
     ("out zeroed first, a second launch", "structure", "zeroed_first"),
+    ("the barrier after the announcement, not before", "method", "barrier_after_announcing"),
 ]]
 SUITE_ONE_SHOT = suite("11", 1, ch11.check_one_shot, ONE_SHOT_ANSWERS)
 
@@ -95,6 +96,7 @@ def test_lab11_exercise1_one_shot(monkeypatch, capsys):
                for why in ("wait for their peers 1 time(s)", "writes its input late", "reads slowly"))
     assert "more under an `if`" in verdicts["barrier_in_program0"].detail
     assert "launched 2 kernels" in verdicts["zeroed_first"].detail
+    assert "between their last store and the announcement" in verdicts["barrier_after_announcing"].detail
     assert "announces with acquire" in verdicts["signals_swapped"].detail
 
 
@@ -203,6 +205,74 @@ _WAITS_CASES = {  # kernel -> (barriers, waits) that every program runs
     "a poll by add 0": ("def k(p):\n    tl.atomic_add(p, 1, sem='release', scope='sys')\n"
                         "    while tl.atomic_add(p, 0, sem='acquire', scope='sys') == 0:\n        pass\n", (0, 1)),
 }
+
+
+_ORDER_CASES = {  # kernel -> whether every program waits after its last store (the wait before returning)
+    "handshake, sum, handshake": ("def k(p, o):\n    _shake(p, 0)\n    tl.store(o, 1.0)\n    _shake(p, 0)\n", True),
+    "both handshakes first": ("def k(p, o):\n    for phase in tl.static_range(2):\n        _shake(p, phase)\n"
+                              "    tl.store(o, 1.0)\n", False),
+    "one handshake in a loop of two, the sum in phase 0": (
+        "def k(p, o):\n    for phase in tl.static_range(2):\n        _shake(p, phase)\n"
+        "        if phase == 0:\n            tl.store(o, 1.0)\n", True),
+    "the exit in a loop that may run no trip": (
+        "def k(p, o, numel):\n    _shake(p, 0)\n    tl.store(o, 1.0)\n    for _ in range(numel >> 20):\n"
+        "        _shake(p, 0)\n", False),
+}
+
+
+@pytest.mark.parametrize("case", list(_ORDER_CASES))
+def test_exercise1_reads_where_the_last_wait_is(case):
+    kernel, waits_after = _ORDER_CASES[case]
+    assert ch11._waits_after_sum([_HANDSHAKE, kernel]) == waits_after
+
+
+def test_exercise1_reads_a_barrier_between_the_last_store_and_the_announcement():
+    kernel = "def k(p, o):\n    _shake(p, 0)\n    tl.store(o, 1.0)\n    _shake(p, 0)\n"
+    assert ch11._barrier_before_exit([_HANDSHAKE, kernel])
+    late = _HANDSHAKE.replace("    tl.debug_barrier()\n    while tl.atomic_cas(p + pid, 0, 1",
+                              "    while tl.atomic_cas(p + pid, 0, 1").replace(
+        "        pass\n    while tl.atomic_cas(p + pid + 1", "        pass\n    tl.debug_barrier()\n    while tl.atomic_cas(p + pid + 1")
+    assert late != _HANDSHAKE and not ch11._barrier_before_exit([late, kernel])
+
+
+def test_exercise1_reads_constants_aliases_and_what_a_helper_is_passed():
+    """Names the kernels read from their module: a relaxed sem behind a constant, Triton's functions under other
+    names, a helper's scope parameter whose default the exit call leaves in place."""
+    wait = "def k(p):\n    while tl.atomic_cas(p, 1, 0, sem=ORDER, scope='sys') != 1:\n        pass\n"
+    assert ch11._atomics_off_system_scope([wait], {"ORDER": "relaxed"})
+    assert not ch11._atomics_off_system_scope([wait], {"ORDER": "acquire"})
+    aliased = ("def k(p):\n    sync()\n    while cas(p, 0, 1, sem='release', scope='sys') != 0:\n        pass\n"
+               "    while cas(p + 1, 1, 0, sem='acquire', scope='sys') != 1:\n        pass\n    sync()\n")
+    names = {"cas": _triton_function("atomic_cas"), "sync": _triton_function("debug_barrier")}
+    assert ch11._handshakes([aliased], names=names) == (2, 2, 1)
+    helper = ("def _tell(p, SCOPE=GPU):\n    while tl.atomic_cas(p, 0, 1, sem='release', scope=SCOPE) != 0:\n"
+              "        pass\n")
+    kernel = "def k(p):\n    _tell(p, 'sys')\n    _tell(p + 1)\n"
+    loose = ch11._atomics_off_system_scope([helper, kernel], {"GPU": "gpu"})
+    assert len(loose) == 1 and "scope 'gpu'" in loose[0]
+    assert not ch11._atomics_off_system_scope([helper, kernel.replace("_tell(p + 1)", "_tell(p + 1, 'sys')")],
+                                              {"GPU": "gpu"})
+
+
+def _triton_function(name):
+    """A stand-in for a function of triton.language (the CPU tier has no Triton): its module and its name."""
+    def fn():
+        pass
+    fn.__module__, fn.__name__ = "triton.language.core", name
+    return fn
+
+
+def test_exercise1_lets_a_reset_and_a_wait_for_zero_be_relaxed():
+    """Relaxed where the protocol needs no order: polling a slot until the peer has consumed the last announcement,
+    and resetting a flag after an acquiring wait."""
+    kernel = ("def k(p):\n    while tl.atomic_add(p, 0, sem='relaxed', scope='sys') != 0:\n        pass\n"
+              "    tl.atomic_xchg(p, 1, sem='release', scope='sys')\n"
+              "    while tl.atomic_add(p + 1, 0, sem='acquire', scope='sys') == 0:\n        pass\n"
+              "    tl.atomic_xchg(p + 1, 0, sem='relaxed', scope='sys')\n")
+    assert not ch11._atomics_off_system_scope([kernel])
+    assert ch11._handshakes([kernel])[2] == 1  # the poll for zero is not a wait for a peer
+    waits_relaxed = kernel.replace("0, sem='acquire'", "0, sem='relaxed'")
+    assert ch11._atomics_off_system_scope([waits_relaxed])
 
 
 @pytest.mark.parametrize("case", list(_WAITS_CASES))

@@ -200,6 +200,25 @@ def kernel_sources(fn: Callable) -> list[str]:
     return sources
 
 
+def kernel_globals(fn: Callable) -> dict[str, object]:
+    """The module-level names the Triton kernels `fn` launches read, with their values (constants, Triton
+    functions under names of the learner's own)."""
+    import ast
+
+    found: dict[str, object] = {}
+    for _, inner in _jit_helpers(fn):
+        space = getattr(inner, "__globals__", {})
+        try:  # the names in its source: those its code reads, and those its defaults were made from
+            read = {n.id for n in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(inner))))
+                    if isinstance(n, ast.Name)}
+        except (OSError, TypeError, SyntaxError):
+            read = set(_global_names(inner.__code__))
+        for name in sorted(read):
+            if name in space:
+                found.setdefault(name, space[name])
+    return found
+
+
 # Names the rank program owns: a notebook's own value of these never travels (the rank's device is not yours).
 RANK_NAMES = frozenset({"rank", "world", "device"})
 

@@ -5,8 +5,9 @@ torchrun, under a watchdog per rank and a deadline for the run: nothing hangs th
 different data, and each knows every rank's input, so each checks the sum itself. The races an idle GPU never
 shows are provoked: one rank writes its input late (a sleep captured before its copy), and one rank reads slowly
 (while it reads, a kernel of the checker's pulls from its peer over the same link); what such a race shows only
-now and then (a missing wait before returning, a barrier some programs skip, a relaxed or GPU-scope signal) is read
-in the kernels' source as every program runs it. Exercise 2 runs on a CPU,
+now and then (a missing wait before returning, a barrier some programs skip or that comes after the announcement, a
+relaxed or GPU-scope signal, also behind a module's constant or a helper's default) is read in the kernels' source,
+in the order every program runs it. Exercise 2 runs on a CPU,
 on tables planted so that no plausible wrong rule gets every size right.
 """
 
@@ -204,13 +205,29 @@ def _library_kernel(name: str) -> bool:
         "::" in low and any(word in low for word in ("all_reduce", "allreduce", "one_shot", "two_shot", "multimem")))
 
 
-def _kernel_calls(sources: list[str]):
+def _names(names: dict | None) -> tuple[dict[str, str], dict[str, object]]:
+    """From the globals the answer's kernels read: Triton functions under other names (`cas = tl.atomic_cas`,
+    `from triton.language import debug_barrier as sync`) and plain constants (`SEM = "relaxed"`, also as
+    tl.constexpr)."""
+    aliases, constants = {}, {}
+    for name, value in (names or {}).items():
+        module = getattr(value, "__module__", None)
+        if callable(value) and isinstance(module, str) and module.startswith("triton.language"):
+            aliases[name] = getattr(value, "__name__", name)
+        plain = getattr(value, "value", value) if type(value).__name__ == "constexpr" else value
+        if type(plain) in (str, int, bool):
+            constants[name] = plain
+    return aliases, constants
+
+
+def _kernel_calls(sources: list[str], names: dict | None = None):
     """Parse the answer's kernels: (trees, helper names, calls) where each call is (node, Triton name). A call
     is Triton's when made through a module (`tl.atomic_cas`, `language.debug_barrier`) or by a bare name that no
-    kernel of the answer defines (`atomic_cas` imported from triton.language); a learner's own helper named
-    `atomic_signal` is not an atomic."""
+    kernel of the answer defines (`atomic_cas` imported from triton.language, or under a name of its own); a
+    learner's own helper named `atomic_signal` is not an atomic."""
     import ast
 
+    aliases, _ = _names(names)
     trees = []
     for source in sources:
         try:
@@ -226,63 +243,134 @@ def _kernel_calls(sources: list[str]):
             if isinstance(node.func, ast.Attribute):
                 calls.append((node, node.func.attr))
             elif isinstance(node.func, ast.Name) and node.func.id not in helpers:
-                calls.append((node, node.func.id))
+                calls.append((node, aliases.get(node.func.id, node.func.id)))
     return trees, helpers, calls
 
 
-def _constant(node, name: str, position: int, default=None):
-    """The argument `name` (or at `position`) of a call when it is written as a literal; `...` when it is written
-    as something else (a constexpr parameter, a variable: unknown here); `default` when absent."""
-    import ast
-
+def _argument(node, name: str, position: int):
+    """The expression passed as `name` (or at `position`) in a call, or None."""
     for k in node.keywords:
         if k.arg == name:
-            return k.value.value if isinstance(k.value, ast.Constant) else ...
-    if position < len(node.args):
-        arg = node.args[position]
-        return arg.value if isinstance(arg, ast.Constant) else ...
-    return default
+            return k.value
+    return node.args[position] if position < len(node.args) else None
 
 
-def _flag_move(node, called: str) -> str | None:
+def _constant(node, name: str, position: int, default=None, constants: dict | None = None):
+    """The argument `name` (or at `position`) of a call when it is written as a literal or names a constant of the
+    answer's module; `...` when it is something else (a parameter, a variable: unknown here); `default` when
+    absent."""
+    import ast
+
+    arg = _argument(node, name, position)
+    if arg is None:
+        return default
+    if isinstance(arg, ast.Constant):
+        return arg.value
+    if isinstance(arg, ast.Name) and arg.id in (constants or {}):
+        return constants[arg.id]
+    return ...
+
+
+def _flag_move(node, called: str, constants: dict | None = None) -> str | None:
     """"set" for an atomic that raises a flag (cas 0 -> 1, xchg 1, add of a positive literal: an announcement),
     "clear" for one that takes it from 1 back to 0 (cas 1 -> 0, xchg 0: a wait that consumes, or a reset), "poll" for
     one that only reads it (add 0); None where the literals do not say."""
     if called == "atomic_cas":
-        return {(0, 1): "set", (1, 0): "clear"}.get((_constant(node, "cmp", 1), _constant(node, "val", 2)))
+        return {(0, 1): "set", (1, 0): "clear"}.get((_constant(node, "cmp", 1, None, constants),
+                                                     _constant(node, "val", 2, None, constants)))
     if called == "atomic_xchg":
-        return {1: "set", 0: "clear"}.get(_constant(node, "val", 1))
+        return {1: "set", 0: "clear"}.get(_constant(node, "val", 1, None, constants))
     if called == "atomic_add":
-        val = _constant(node, "val", 1)
+        val = _constant(node, "val", 1, None, constants)
         return "poll" if val == 0 else "set" if isinstance(val, int) and val > 0 else None
     return None
 
 
-def _atomics_off_system_scope(sources: list[str]) -> list[str]:
-    """The atomics in the answer's Triton kernels that do not order across GPUs: a literal scope other than "sys",
-    or none (Triton's default is the GPU's own), sem="relaxed", an announcement with acquire, or a spinning wait
-    with release. A sem or scope passed as a parameter cannot be read here and is left to the runs."""
+def _awaits_zero(test) -> bool:
+    """Whether a spin loop's test keeps spinning until the atomic in it returns 0 (`while atomic_add(f, 0) != 0`,
+    `while atomic_cas(f, 0, 1) != 0`): the wait before an announcement, for the peer to have consumed the last one."""
     import ast
 
-    trees, _, calls = _kernel_calls(sources)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.comparators[0], ast.Constant)):
+        return False
+    c = test.comparators[0].value
+    return (isinstance(test.ops[0], ast.NotEq) and c == 0) or (isinstance(test.ops[0], ast.Eq) and c not in (0, None))
+
+
+def _passed_values(trees, node, name: str, position: int, default, constants: dict) -> list:
+    """What the argument `name` of an atomic can be: its literal or constant, or, where it is a parameter of the
+    helper around it, every value a call of that helper passes for it, its default included ([...] if unknown)."""
+    import ast
+
+    value = _constant(node, name, position, default, constants)
+    arg = _argument(node, name, position)
+    if value is not ... or not isinstance(arg, ast.Name):
+        return [value]
+    for tree in trees:
+        for fn in ast.walk(tree):
+            if not (isinstance(fn, ast.FunctionDef) and any(n is node for n in ast.walk(fn))):
+                continue
+            params = [a.arg for a in fn.args.args]
+            if arg.id not in params:
+                return [...]
+            index = params.index(arg.id)
+            defaults = dict(zip(params[len(params) - len(fn.args.defaults):], fn.args.defaults, strict=True))
+            values = []
+            for t in trees:
+                for call in ast.walk(t):
+                    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == fn.name:
+                        passed = _argument(call, arg.id, index)
+                        passed = passed if passed is not None else defaults.get(arg.id)
+                        if isinstance(passed, ast.Constant):
+                            values.append(passed.value)
+                        elif isinstance(passed, ast.Name) and passed.id in constants:
+                            values.append(constants[passed.id])
+                        else:
+                            values.append(...)
+            return values or [...]
+    return [...]
+
+
+def _atomics_off_system_scope(sources: list[str], names: dict | None = None) -> list[str]:
+    """The atomics in the answer's Triton kernels that do not order across GPUs: a scope other than "sys", or none
+    (Triton's default is the GPU's own), sem="relaxed", an announcement with acquire, or a spinning wait with
+    release; read from literals, the module's constants, and what each call of a helper passes for its parameter.
+    What none of these says is left to the runs."""
+    import ast
+
+    _, constants = _names(names)
+    trees, _, calls = _kernel_calls(sources, names)
     spins = {id(call) for tree in trees for loop in ast.walk(tree) if isinstance(loop, ast.While)
              for call in ast.walk(loop.test) if isinstance(call, ast.Call)}
+    # a spin that waits for 0 before announcing, and a reset outside any spin, order nothing the protocol needs:
+    # relaxed is enough there (the announcement's release and the wait's acquire do the ordering)
+    free = {id(call) for tree in trees for loop in ast.walk(tree) if isinstance(loop, ast.While)
+            and _awaits_zero(loop.test) for call in ast.walk(loop.test) if isinstance(call, ast.Call)}
     found = []
     for node, called in calls:
         if not called.startswith("atomic_"):
             continue
         # atomic_cas(pointer, cmp, val, sem, scope), atomic_xchg / atomic_add(pointer, val, mask, sem, scope)
-        scope, sem = _constant(node, "scope", 4, "gpu"), _constant(node, "sem", 3, "acq_rel")
-        move = _flag_move(node, called)
-        # an announcement must release what came before it; a wait that spins on the flag must acquire what comes
-        # after it (a reset after some other wait may release)
-        announces = move == "set" and sem == "acquire"
-        waits = move in ("clear", "poll") and sem == "release" and id(node) in spins
-        if (scope is not ... and scope != "sys") or sem == "relaxed":
-            found.append(f"line {node.lineno}: {ast.unparse(node)[:90]}")
-        elif announces or waits:
-            found.append(f"line {node.lineno}: {ast.unparse(node)[:90]} ({'announces' if announces else 'waits'}"
-                         f" with {sem}, where it needs {'release' if announces else 'acquire'})")
+        move = _flag_move(node, called, constants)
+        for scope, sem in itertools.product(_passed_values(trees, node, "scope", 4, "gpu", constants),
+                                            _passed_values(trees, node, "sem", 3, "acq_rel", constants)):
+            # an announcement must release what came before it; a wait that spins on the flag must acquire what
+            # comes after it (a reset after some other wait may release)
+            announces = move == "set" and sem == "acquire"
+            waits = move in ("clear", "poll") and sem == "release" and id(node) in spins
+            written = ast.unparse(node)[:90]
+            if not (isinstance(_argument(node, "scope", 4), ast.Constant)
+                    and isinstance(_argument(node, "sem", 3), ast.Constant)):
+                written += f" (scope {scope!r}, sem {sem!r})" if ... not in (scope, sem) else ""
+            relaxed_ok = (move == "clear" and id(node) not in spins) or (move == "poll" and id(node) in free)
+            if (scope is not ... and scope != "sys") or (sem == "relaxed" and not relaxed_ok):
+                found.append(f"line {node.lineno}: {written}")
+            elif announces or waits:
+                found.append(f"line {node.lineno}: {written} ({'announces' if announces else 'waits'}"
+                             f" with {sem}, where it needs {'release' if announces else 'acquire'})")
+            else:
+                continue
+            break
     return found
 
 
@@ -316,7 +404,7 @@ def _per_program_names(defs: dict) -> dict[str, set[str]]:
                     pairs = [(n.target, n.iter)]
                 elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in defs:
                     params = [a.arg for a in defs[n.func.id].args.args]
-                    for param, arg in zip(params, n.args):
+                    for param, arg in zip(params, n.args, strict=False):
                         if param not in tainted[n.func.id] and varies(arg, tainted[name]):
                             tainted[n.func.id].add(param)
                             changed = True
@@ -329,76 +417,147 @@ def _per_program_names(defs: dict) -> dict[str, set[str]]:
     return tainted
 
 
-def _handshakes(sources: list[str], every_program: bool = True) -> tuple[int, int, int]:
-    """(atomics, tl.debug_barrier() calls, waits) in the answer's Triton kernels, read in their source, as one run
-    of each launched kernel meets them: a helper's count at each call, through helpers of helpers; a wait is a loop
-    that spins on an atomic which does not raise the flag. Of the two sides of an `if` on a value that differs
-    between programs (`if pid == 0:`) only what both run counts (every_program) or the side with more (not); of an
-    `if` on anything else (a constexpr), the side with more."""
+def _events(sources: list[str], names: dict | None = None) -> list[list[tuple[str, bool]]]:
+    """Per launched kernel, in the order one program runs them: ("B", sure) for a tl.debug_barrier(), ("W", sure)
+    for a wait (a loop that spins on an atomic which does not raise the flag), ("A", sure) for an announcement (an
+    atomic that raises one), ("S", True) for a tl.store. A helper
+    is followed at each call, with the literals it is passed; a loop over literal bounds is unrolled; an `if` whose
+    test those literals decide takes its side. Not sure: a barrier or wait that some programs or sizes skip (under
+    an `if` on a value that differs between programs, unless both sides run the same, or in a loop whose bounds
+    are computed, or in a spin loop's body). An `if` on anything else (a constexpr) takes the side with more."""
     import ast
 
-    trees, helpers, calls = _kernel_calls(sources)
-    atomics = sum(called.startswith("atomic_") for _, called in calls)
+    aliases, constants = _names(names)
+    trees, _, _ = _kernel_calls(sources, names)
     defs = {d.name: d for t in trees for d in ast.walk(t) if isinstance(d, ast.FunctionDef)}
     per_program = _per_program_names(defs)
 
-    def waiting_atomic(expr, seen: frozenset) -> bool:
-        """Whether evaluating expr runs an atomic that is not an announcement, here or in a helper it calls."""
+    def called(n) -> str | None:
+        if isinstance(n.func, ast.Attribute):
+            return n.func.attr
+        if isinstance(n.func, ast.Name):
+            return n.func.id if n.func.id in defs else aliases.get(n.func.id, n.func.id)
+        return None
+
+    def value(expr, env: dict):
+        """expr's value from literals, the module's constants and env, or ... where they do not decide it."""
+        try:
+            return eval(compile(ast.Expression(expr), "<test>", "eval"), {"__builtins__": {}}, {**constants, **env})
+        except Exception:  # a name they do not give, a call: not decided here
+            return ...
+
+    def spins(test, seen: frozenset) -> bool:
+        for n in ast.walk(test):
+            if isinstance(n, ast.Call):
+                name = called(n)
+                if name in defs and name not in seen:
+                    if any(spins(s, seen | {name}) for s in defs[name].body):
+                        return True
+                elif name and name.startswith("atomic_") and _flag_move(n, name, constants) != "set" \
+                        and not _awaits_zero(test):
+                    return True
+        return False
+
+    def varies(test, fn: str) -> bool:
+        return any((isinstance(n, ast.Name) and n.id in per_program[fn]) or (isinstance(n, ast.Call) and (
+            called(n) in _PER_PROGRAM)) for n in ast.walk(test))
+
+    def unsure(events):
+        return [(kind, kind == "S") for kind, _ in events]
+
+    def calls_in(expr, fn: str, env: dict, seen: frozenset) -> list:
+        found = []
         for n in ast.walk(expr):
             if not isinstance(n, ast.Call):
                 continue
-            called = getattr(n.func, "attr", None) or getattr(n.func, "id", None)
-            if isinstance(n.func, ast.Name) and called in defs:
-                if called not in seen and any(waiting_atomic(s, seen | {called}) for s in defs[called].body):
-                    return True
-            elif called and called.startswith("atomic_") and _flag_move(n, called) != "set":
-                return True
-        return False
+            name = called(n)
+            if name == "debug_barrier":
+                found.append(("B", True))
+            elif name == "store":
+                found.append(("S", True))
+            elif name and name.startswith("atomic_") and name not in defs and _flag_move(n, name, constants) == "set":
+                found.append(("A", True))
+            elif name in defs and name not in seen | {fn}:
+                params = [a.arg for a in defs[name].args.args]
+                bound = {p: v for p, a in zip(params, n.args, strict=False) if (v := value(a, env)) is not ...}
+                bound.update({k.arg: v for k in n.keywords if k.arg and (v := value(k.value, env)) is not ...})
+                found += walk(defs[name].body, name, bound, seen | {fn})
+        return found
 
-    def count(stmts: list, fn: str, seen: frozenset) -> tuple[int, int]:
-        barriers = waits = 0
+    def walk(stmts: list, fn: str, env: dict, seen: frozenset) -> list:
+        events = []
         for stmt in stmts:
             if isinstance(stmt, ast.If):
-                then, other = count(stmt.body, fn, seen), count(stmt.orelse, fn, seen)
-                tainted = per_program[fn]
-                varies = any((isinstance(n, ast.Name) and n.id in tainted) or (isinstance(n, ast.Call) and (
-                    getattr(n.func, "attr", None) or getattr(n.func, "id", None)) in _PER_PROGRAM)
-                    for n in ast.walk(stmt.test))
-                pick = min if varies and every_program else max
-                got = (pick(then[0], other[0]), pick(then[1], other[1]))
-                tested = calls_in(stmt.test, fn, seen)
-            elif isinstance(stmt, (ast.For, ast.While)):
-                inner = count(stmt.body, fn, seen)
-                head = stmt.test if isinstance(stmt, ast.While) else stmt.iter
-                spins = isinstance(stmt, ast.While) and waiting_atomic(stmt.test, seen | {fn})
-                got = (inner[0], inner[1] + spins)
-                tested = calls_in(head, fn, seen)
+                events += calls_in(stmt.test, fn, env, seen)
+                decided = value(stmt.test, env)
+                then = walk(stmt.body, fn, env, seen)
+                other = walk(stmt.orelse, fn, env, seen)
+                if decided is not ...:
+                    events += then if decided else other
+                elif varies(stmt.test, fn):
+                    same = [k for k, _ in then if k != "S"] == [k for k, _ in other if k != "S"]
+                    events += (then + [e for e in other if e[0] == "S"]) if same else unsure(then + other)
+                else:
+                    def weight(side):
+                        return sum(sure for kind, sure in side if kind != "S")
+                    events += max(then, other, key=weight) + [e for e in min(then, other, key=weight) if e[0] == "S"]
+            elif isinstance(stmt, ast.For):
+                events += calls_in(stmt.iter, fn, env, seen)
+                bounds = stmt.iter.args if isinstance(stmt.iter, ast.Call) else []
+                trips = [value(b, env) for b in bounds]
+                name = stmt.target.id if isinstance(stmt.target, ast.Name) else None
+                if bounds and name and all(isinstance(t, int) for t in trips) and len(range(*trips)) <= 64:
+                    for i in range(*trips):  # unrolled, as tl.static_range is
+                        events += walk(stmt.body, fn, {**env, name: i}, seen)
+                else:
+                    body = walk(stmt.body, fn, env, seen)
+                    plain = all(isinstance(b, (ast.Name, ast.Constant, ast.Attribute)) for b in bounds)
+                    events += body if plain else unsure(body)  # computed bounds may give no trip at all
+            elif isinstance(stmt, ast.While):
+                events += calls_in(stmt.test, fn, env, seen)
+                if spins(stmt.test, seen | {fn}):
+                    events.append(("W", True))
+                events += unsure(walk(stmt.body, fn, env, seen))
             elif isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
                 continue
             else:
-                got, tested = (0, 0), calls_in(stmt, fn, seen)
-            barriers += got[0] + tested[0]
-            waits += got[1] + tested[1]
-        return barriers, waits
-
-    def calls_in(expr, fn: str, seen: frozenset) -> tuple[int, int]:
-        """Barriers and waits of the calls an expression or simple statement makes."""
-        barriers = waits = 0
-        for n in ast.walk(expr):
-            if isinstance(n, ast.Call):
-                called = getattr(n.func, "attr", None) or getattr(n.func, "id", None)
-                if called == "debug_barrier":
-                    barriers += 1
-                elif isinstance(n.func, ast.Name) and called in defs and called not in seen | {fn}:
-                    b, w = count(defs[called].body, called, seen | {fn})
-                    barriers, waits = barriers + b, waits + w
-        return barriers, waits
+                events += calls_in(stmt, fn, env, seen)
+        return events
 
     called_somewhere = {n.func.id for t in trees for n in ast.walk(t)
                         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in defs}
     launched = [name for name in defs if name not in called_somewhere]  # the kernels launched, not called
-    totals = [count(defs[name].body, name, frozenset()) for name in launched]
-    return atomics, sum(b for b, _ in totals), sum(w for _, w in totals)
+    return [walk(defs[name].body, name, {}, frozenset()) for name in launched]
+
+
+def _handshakes(sources: list[str], every_program: bool = True, names: dict | None = None) -> tuple[int, int, int]:
+    """(atomics, tl.debug_barrier() calls, waits) in the answer's Triton kernels as one program runs them (see
+    _events): those every program is sure to run, or, not every_program, all of them."""
+    _, _, calls = _kernel_calls(sources, names)
+    atomics = sum(called.startswith("atomic_") for _, called in calls)
+    runs = [e for kernel in _events(sources, names) for e in kernel if e[1] or not every_program]
+    return atomics, sum(kind == "B" for kind, _ in runs), sum(kind == "W" for kind, _ in runs)
+
+
+def _barrier_before_exit(sources: list[str], names: dict | None = None) -> bool:
+    """Whether every program runs a tl.debug_barrier() between its last store and the announcement after it, so no
+    thread still reads a peer's buffer when the peer hears it may go on."""
+    for kernel in _events(sources, names):
+        stores = [i for i, (kind, _) in enumerate(kernel) if kind == "S"]
+        after = [i for i, (kind, _) in enumerate(kernel) if kind == "A" and stores and i > stores[-1]]
+        if after and not any(kind == "B" and sure for kind, sure in kernel[stores[-1]:after[0]]):
+            return False
+    return True
+
+
+def _waits_after_sum(sources: list[str], names: dict | None = None) -> bool:
+    """Whether every kernel that stores waits for its peers after its last store, in every program."""
+    for kernel in _events(sources, names):
+        stores = [i for i, (kind, _) in enumerate(kernel) if kind == "S"]
+        waits = [i for i, (kind, sure) in enumerate(kernel) if kind == "W" and sure]
+        if stores and not (waits and waits[-1] > stores[-1]):
+            return False
+    return True
 
 
 RACE_HINTS = {
@@ -476,7 +635,8 @@ def check_one_shot(one_shot_all_reduce: Callable) -> str:
                                   f"{g['odd']} {who}, outputs differ from the sum by {g['error']:.3g}"
                                   + (f" ({g['unwritten']:,} never written)" if g["unwritten"] else ""),
                                   hint=f"{RACE_HINTS[g['case']]}; and {RACE_HINTS['slow reader' if g['case'] == 'late writer' else 'late writer']}")
-    loose = _atomics_off_system_scope(rank_checks.kernel_sources(one_shot_all_reduce))
+    sources, names = rank_checks.kernel_sources(one_shot_all_reduce), rank_checks.kernel_globals(one_shot_all_reduce)
+    loose = _atomics_off_system_scope(sources, names)
     if loose:
         raise CheckFailed(f"{len(loose)} atomic(s) in your kernels do not order memory across GPUs: {loose[0]}",
                           hint="give every signal atomic scope=\"sys\" (the peer is another GPU; the default scope "
@@ -486,17 +646,20 @@ def check_one_shot(one_shot_all_reduce: Callable) -> str:
     # One thread of a program runs a scalar atomic. Triton 3.6 happens to put a bar.sync around a spin-loop atomic
     # whose result it uses (the result travels through shared memory), so a kernel without tl.debug_barrier()
     # runs right today; nothing in Triton promises it, so the barrier is read in the source.
-    sources = rank_checks.kernel_sources(one_shot_all_reduce)
-    atomics, barriers, waits = _handshakes(sources)
-    _, any_barriers, any_waits = _handshakes(sources, every_program=False)
-    skipped = (" ({} more under an `if` on a value that differs between programs, such as tl.program_id(), which "
-               "some programs skip)")
+    atomics, barriers, waits = _handshakes(sources, names=names)
+    _, any_barriers, any_waits = _handshakes(sources, every_program=False, names=names)
+    skipped = (" ({} more under an `if` on a value that differs between programs, such as tl.program_id(), or in a "
+               "loop whose bounds are computed: some programs or sizes skip them)")
     if atomics and waits < 2:  # the race a slow reader shows only now and then: read, so it is caught every time
         raise CheckFailed(f"your kernels wait for their peers {waits} time(s) a call in every program"
                           + (skipped.format(any_waits - waits) if any_waits > waits else "")
                           + ": a one-shot all-reduce waits twice, before it reads (every input is in) and before "
                             "it returns (every peer has read)",
                           hint=RACE_HINTS["slow reader"])
+    if atomics and not _waits_after_sum(sources, names):
+        raise CheckFailed("your kernels wait for their peers only before they store the sum, not after: a one-shot "
+                          "all-reduce waits before it reads (every input is in) and again before it returns (every "
+                          "peer has read)", hint=RACE_HINTS["slow reader"])
     if atomics and barriers < 2 * min(waits, 2):
         raise CheckFailed(f"your kernels signal with {atomics} atomic(s) and wait twice, but every program calls "
                           f"tl.debug_barrier() {barriers} time(s)"
@@ -508,6 +671,13 @@ def check_one_shot(one_shot_all_reduce: Callable) -> str:
                                "other threads can read before the wait is over. The Triton this course runs happens to "
                                "place a barrier around a spin-loop atomic, so such a kernel runs right today; Triton "
                                "does not promise it")
+    if atomics and not _barrier_before_exit(sources, names):
+        raise CheckFailed("your kernels announce that they are done without a tl.debug_barrier() between their last "
+                          "store and the announcement, in every program",
+                          hint="one thread runs the announcing atomic; a barrier just before it keeps it until every "
+                               "thread of the program has finished reading the peers' buffers. The Triton this course "
+                               "runs happens to place a barrier around a spin-loop atomic, so such a kernel runs right "
+                               "today; Triton does not promise it")
     for r in rows:
         library = [k for names in r["kernels"].values() for k in names if _library_kernel(k)]
         if library:
