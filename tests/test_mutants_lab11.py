@@ -262,6 +262,18 @@ def _triton_function(name):
     return fn
 
 
+def test_exercise1_reads_an_exchange_that_can_lose_an_announcement():
+    """tl.atomic_xchg(slot, 1) on a slot the peer has not consumed writes 1 over 1: right only after a spin until
+    the slot reads 0 (the first blind attack's os_store_announce passed the runs)."""
+    wait = "    while tl.atomic_cas(p + 1, 1, 0, sem='acquire', scope='sys') != 1:\n        pass\n"
+    blind = "def k(p):\n    tl.atomic_xchg(p, 1, sem='release', scope='sys')\n" + wait
+    polled = ("def k(p):\n    while tl.atomic_add(p, 0, sem='relaxed', scope='sys') != 0:\n        pass\n"
+              "    tl.atomic_xchg(p, 1, sem='release', scope='sys')\n" + wait)
+    spun = "def k(p):\n    while tl.atomic_cas(p, 0, 1, sem='release', scope='sys') != 0:\n        pass\n" + wait
+    assert not ch11._announcements_wait_for_a_free_slot([blind])
+    assert ch11._announcements_wait_for_a_free_slot([polled]) and ch11._announcements_wait_for_a_free_slot([spun])
+
+
 def test_exercise1_lets_a_reset_and_a_wait_for_zero_be_relaxed():
     """Relaxed where the protocol needs no order: polling a slot until the peer has consumed the last announcement,
     and resetting a flag after an acquiring wait."""

@@ -420,7 +420,8 @@ def _per_program_names(defs: dict) -> dict[str, set[str]]:
 def _events(sources: list[str], names: dict | None = None) -> list[list[tuple[str, bool]]]:
     """Per launched kernel, in the order one program runs them: ("B", sure) for a tl.debug_barrier(), ("W", sure)
     for a wait (a loop that spins on an atomic which does not raise the flag), ("A", sure) for an announcement (an
-    atomic that raises one), ("S", True) for a tl.store. A helper
+    atomic that raises one), followed by ("X", sure) where it is an exchange outside a spin, ("Z", sure) for a spin
+    until a flag reads 0, ("S", True) for a tl.store. A helper
     is followed at each call, with the literals it is passed; a loop over literal bounds is unrolled; an `if` whose
     test those literals decide takes its side. Not sure: a barrier or wait that some programs or sizes skip (under
     an `if` on a value that differs between programs, unless both sides run the same, or in a loop whose bounds
@@ -465,7 +466,7 @@ def _events(sources: list[str], names: dict | None = None) -> list[list[tuple[st
     def unsure(events):
         return [(kind, kind == "S") for kind, _ in events]
 
-    def calls_in(expr, fn: str, env: dict, seen: frozenset) -> list:
+    def calls_in(expr, fn: str, env: dict, seen: frozenset, spinning: bool = False) -> list:
         found = []
         for n in ast.walk(expr):
             if not isinstance(n, ast.Call):
@@ -477,6 +478,8 @@ def _events(sources: list[str], names: dict | None = None) -> list[list[tuple[st
                 found.append(("S", True))
             elif name and name.startswith("atomic_") and name not in defs and _flag_move(n, name, constants) == "set":
                 found.append(("A", True))
+                if name == "atomic_xchg" and not spinning:  # sets the flag whatever it holds
+                    found.append(("X", True))
             elif name in defs and name not in seen | {fn}:
                 params = [a.arg for a in defs[name].args.args]
                 bound = {p: v for p, a in zip(params, n.args, strict=False) if (v := value(a, env)) is not ...}
@@ -514,9 +517,12 @@ def _events(sources: list[str], names: dict | None = None) -> list[list[tuple[st
                     plain = all(isinstance(b, (ast.Name, ast.Constant, ast.Attribute)) for b in bounds)
                     events += body if plain else unsure(body)  # computed bounds may give no trip at all
             elif isinstance(stmt, ast.While):
-                events += calls_in(stmt.test, fn, env, seen)
+                events += calls_in(stmt.test, fn, env, seen, spinning=True)
                 if spins(stmt.test, seen | {fn}):
                     events.append(("W", True))
+                elif _awaits_zero(stmt.test) and any(isinstance(n, ast.Call) and (called(n) or "").startswith(
+                        "atomic_") for n in ast.walk(stmt.test)):
+                    events.append(("Z", True))  # waits for the slot to be free: the last announcement consumed
                 events += unsure(walk(stmt.body, fn, env, seen))
             elif isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
                 continue
@@ -547,6 +553,22 @@ def _barrier_before_exit(sources: list[str], names: dict | None = None) -> bool:
         after = [i for i, (kind, _) in enumerate(kernel) if kind == "A" and stores and i > stores[-1]]
         if after and not any(kind == "B" and sure for kind, sure in kernel[stores[-1]:after[0]]):
             return False
+    return True
+
+
+def _announcements_wait_for_a_free_slot(sources: list[str], names: dict | None = None) -> bool:
+    """Whether every announcement made by an exchange outside a spin (`tl.atomic_xchg(slot, 1)`) follows a spin
+    until that slot reads 0: an exchange on a slot the peer has not consumed yet writes 1 over 1, and one
+    announcement is lost."""
+    for kernel in _events(sources, names):
+        free = False
+        for kind, _ in kernel:
+            if kind == "Z":
+                free = True
+            elif kind == "X":
+                if not free:
+                    return False
+                free = False
     return True
 
 
@@ -656,6 +678,13 @@ def check_one_shot(one_shot_all_reduce: Callable) -> str:
                           + ": a one-shot all-reduce waits twice, before it reads (every input is in) and before "
                             "it returns (every peer has read)",
                           hint=RACE_HINTS["slow reader"])
+    if atomics and not _announcements_wait_for_a_free_slot(sources, names):
+        raise CheckFailed("your kernels announce with an exchange (tl.atomic_xchg(slot, 1)) without first waiting for "
+                          "the slot to read 0",
+                          hint="if the peer has not yet consumed your last announcement, the new one writes 1 over 1 "
+                               "and is lost, and the peer's next wait never ends: announce with "
+                               "tl.atomic_cas(slot, 0, 1, sem=\"release\", scope=\"sys\") in a loop that spins "
+                               "while it returns 1, as the spec says")
     if atomics and not _waits_after_sum(sources, names):
         raise CheckFailed("your kernels wait for their peers only before they store the sum, not after: a one-shot "
                           "all-reduce waits before it reads (every input is in) and again before it returns (every "
