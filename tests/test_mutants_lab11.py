@@ -208,14 +208,14 @@ _WAITS_CASES = {  # kernel -> (barriers, waits) that every program runs
 
 
 _ORDER_CASES = {  # kernel -> whether every program waits after its last store (the wait before returning)
-    "handshake, sum, handshake": ("def k(p, o):\n    _shake(p, 0)\n    tl.store(o, 1.0)\n    _shake(p, 0)\n", True),
+    "handshake, sum, handshake": ("def k(p, o):\n    _shake(p, 0)\n    tl.store(o, tl.load(o + 1))\n    _shake(p, 0)\n", True),
     "both handshakes first": ("def k(p, o):\n    for phase in tl.static_range(2):\n        _shake(p, phase)\n"
-                              "    tl.store(o, 1.0)\n", False),
+                              "    tl.store(o, tl.load(o + 1))\n", False),
     "one handshake in a loop of two, the sum in phase 0": (
         "def k(p, o):\n    for phase in tl.static_range(2):\n        _shake(p, phase)\n"
-        "        if phase == 0:\n            tl.store(o, 1.0)\n", True),
+        "        if phase == 0:\n            tl.store(o, tl.load(o + 1))\n", True),
     "the exit in a loop that may run no trip": (
-        "def k(p, o, numel):\n    _shake(p, 0)\n    tl.store(o, 1.0)\n    for _ in range(numel >> 20):\n"
+        "def k(p, o, numel):\n    _shake(p, 0)\n    tl.store(o, tl.load(o + 1))\n    for _ in range(numel >> 20):\n"
         "        _shake(p, 0)\n", False),
 }
 
@@ -227,7 +227,7 @@ def test_exercise1_reads_where_the_last_wait_is(case):
 
 
 def test_exercise1_reads_a_barrier_between_the_last_store_and_the_announcement():
-    kernel = "def k(p, o):\n    _shake(p, 0)\n    tl.store(o, 1.0)\n    _shake(p, 0)\n"
+    kernel = "def k(p, o):\n    _shake(p, 0)\n    tl.store(o, tl.load(o + 1))\n    _shake(p, 0)\n"
     assert ch11._barrier_before_exit([_HANDSHAKE, kernel])
     late = _HANDSHAKE.replace("    tl.debug_barrier()\n    while tl.atomic_cas(p + pid, 0, 1",
                               "    while tl.atomic_cas(p + pid, 0, 1").replace(
@@ -272,6 +272,85 @@ def test_exercise1_reads_an_exchange_that_can_lose_an_announcement():
     spun = "def k(p):\n    while tl.atomic_cas(p, 0, 1, sem='release', scope='sys') != 0:\n        pass\n" + wait
     assert not ch11._announcements_wait_for_a_free_slot([blind])
     assert ch11._announcements_wait_for_a_free_slot([polled]) and ch11._announcements_wait_for_a_free_slot([spun])
+
+
+_STD = _HANDSHAKE.replace("def _shake(p, pid):", "def _shake(p, pid=0):")
+_RIGHT_FORMS = {  # right answers in forms a reading of the source must not fail (a review's list)
+    "a do-while spin": (
+        "def _shake(p, pid=0):\n    tl.debug_barrier()\n"
+        "    got = tl.atomic_cas(p, 0, 1, sem='release', scope='sys')\n    while got != 0:\n"
+        "        got = tl.atomic_cas(p, 0, 1, sem='release', scope='sys')\n"
+        "    got = tl.atomic_cas(p + 1, 1, 0, sem='acquire', scope='sys')\n    while got != 1:\n"
+        "        got = tl.atomic_cas(p + 1, 1, 0, sem='acquire', scope='sys')\n    tl.debug_barrier()\n",
+        "def k(p, o):\n    _shake(p)\n    tl.store(o, tl.load(o + 1))\n    _shake(p)\n"),
+    "peers by tl.static_range(world - 1)": (
+        "def _shake(p, world: tl.constexpr):\n    tl.debug_barrier()\n    for i in tl.static_range(world - 1):\n"
+        "        while tl.atomic_cas(p + i, 0, 1, sem='release', scope='sys') != 0:\n            pass\n"
+        "    for i in tl.static_range(world - 1):\n"
+        "        while tl.atomic_cas(p + 8 + i, 1, 0, sem='acquire', scope='sys') != 1:\n            pass\n"
+        "    tl.debug_barrier()\n",
+        "def k(p, o, world: tl.constexpr):\n    _shake(p, world)\n    tl.store(o, tl.load(o + 1))\n"
+        "    _shake(p, world)\n"),
+    "the store after the exit handshake": (
+        _STD, "def k(p, o):\n    _shake(p)\n    acc = tl.load(o + 1)\n    _shake(p)\n    tl.store(o, acc)\n"),
+    "a parameter named like a module constant": (
+        "def _shake(p, sem):\n    tl.debug_barrier()\n"
+        "    while tl.atomic_cas(p, 0, 1, sem='release', scope='sys') != 0:\n        pass\n"
+        "    while tl.atomic_cas(p + 1, 1, 0, sem=sem, scope='sys') != 1:\n        pass\n    tl.debug_barrier()\n",
+        "def k(p, o):\n    _shake(p, 'acquire')\n    tl.store(o, tl.load(o + 1))\n    _shake(p, 'acquire')\n"),
+}
+
+
+@pytest.mark.parametrize("case", list(_RIGHT_FORMS))
+def test_exercise1_passes_right_answers_in_unusual_forms(case):
+    helper, kernel = _RIGHT_FORMS[case]
+    names = {"sem": "relaxed", "pid": 0, "world": 1}  # a notebook's leftovers of the same names
+    sources = [helper, kernel]
+    assert ch11._read_in_source(sources, names) is None, ch11._read_in_source(sources, names).detail
+
+
+_ODD_FORMS = [  # valid Python a learner may write around a kernel: the reading must never raise
+    "def k(p):\n    for i in tl.range(0, 2, 1, 1):\n        tl.debug_barrier()\n",
+    "def _w(s, x=0, /, SEM='acquire'):\n    while tl.atomic_cas(s, 1, 0, sem=SEM, scope='sys') != 1:\n        pass\n"
+    "def k(p):\n    _w(p)\n",
+    "def k(p):\n    if False:\n        for i in tl.static_range(0, 4, 0):\n            pass\n",
+    "def k(p):\n    for j in range(2 ** 63):\n        tl.debug_barrier()\n",
+    "def k(p):\n    if False:\n        if 9 ** 9 ** 9 > 0:\n            tl.debug_barrier()\n",
+    "def k(p):\n    if False:\n        if 'a' * 10 ** 10:\n            tl.debug_barrier()\n",
+    "def k(p, *args, **kw):\n    f = lambda x: x\n    (q := tl.program_id(0))\n    [tl.load(p + i) for i in range(2)]\n"
+    "    def inner():\n        return 1\n    k(p)\n",
+    "def a(p):\n    b(p)\n    b(p)\n" + "".join(f"def {x}(p):\n    {y}(p)\n    {y}(p)\n"
+                                               for x, y in zip("bcdefghijklmnopq", "cdefghijklmnopqr", strict=True))
+    + "def r(p):\n    tl.debug_barrier()\n",
+    "def k(p):\n    for i in range(64):\n        for j in range(64):\n            for m in range(64):\n"
+    "                tl.debug_barrier()\n",
+]
+
+
+@pytest.mark.parametrize("source", _ODD_FORMS)
+def test_exercise1_reads_odd_forms_without_raising_or_hanging(source):
+    import time
+
+    start = time.perf_counter()
+    try:
+        ch11._read_in_source([source], {})
+    except ch11._TooLarge:  # a reading it will not finish: the checker leaves it to the runs
+        pass
+    assert time.perf_counter() - start < 10
+
+
+def test_exercise1_reads_the_course_solution_as_right():
+    """The solution's own kernels, from its notebook, pass every rule read in the source."""
+    import ast
+    import json
+    from pathlib import Path
+
+    notebook = json.loads((Path(__file__).parents[1] / "solutions" / "11_communication_in_graphs.ipynb").read_text())
+    code = "\n\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
+    kernels = [ast.get_source_segment(code, d) for d in ast.parse(code).body
+               if isinstance(d, ast.FunctionDef) and any("jit" in ast.unparse(x) for x in d.decorator_list)]
+    assert len(kernels) >= 2
+    assert ch11._read_in_source(kernels, {}) is None
 
 
 def test_exercise1_lets_a_reset_and_a_wait_for_zero_be_relaxed():
