@@ -200,6 +200,11 @@ _WAITS_CASES = {  # kernel -> (barriers, waits) that every program runs
     "a barrier under a helper's pid parameter": (
         "def _fence(pid):\n    if pid < 0:\n        tl.debug_barrier()\n"
         "def k(p):\n    pid = tl.program_id(0)\n    _fence(pid)\n    _shake(p, pid)\n", (2, 1)),
+    "a barrier under a helper's pid passed by keyword": (
+        "def _fence(pid):\n    if pid < 0:\n        tl.debug_barrier()\n"
+        "def k(p):\n    pid = tl.program_id(0)\n    _fence(pid=pid)\n    _shake(p, pid)\n", (2, 1)),
+    "exit under if on a walrus-bound pid": ("def k(p):\n    _shake(p, 0)\n    if (pid := tl.program_id(0)) == 0:\n"
+                                            "        _shake(p, pid)\n", (2, 1)),
     "both sides of an if on pid": ("def k(p):\n    if tl.program_id(0) == 0:\n        _shake(p, 0)\n"
                                    "    else:\n        _shake(p, 1)\n", (2, 1)),
     "a poll by add 0": ("def k(p):\n    tl.atomic_add(p, 1, sem='release', scope='sys')\n"

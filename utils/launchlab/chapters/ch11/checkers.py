@@ -439,11 +439,15 @@ def _per_program_names(defs: dict) -> dict[str, set[str]]:
                 if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
                     targets = n.targets if isinstance(n, ast.Assign) else [n.target]
                     pairs = [(t, n.value) for t in targets]
+                elif isinstance(n, ast.NamedExpr):  # (pid := tl.program_id(0))
+                    pairs = [(n.target, n.value)]
                 elif isinstance(n, ast.For):
                     pairs = [(n.target, n.iter)]
                 elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in defs:
-                    params = [a.arg for a in defs[n.func.id].args.args]
-                    for param, arg in zip(params, n.args, strict=False):
+                    helper = defs[n.func.id].args
+                    params = [a.arg for a in helper.posonlyargs + helper.args]
+                    passed = list(zip(params, n.args, strict=False)) + [(k.arg, k.value) for k in n.keywords if k.arg]
+                    for param, arg in passed:
                         if param not in tainted[n.func.id] and varies(arg, tainted[name]):
                             tainted[n.func.id].add(param)
                             changed = True
