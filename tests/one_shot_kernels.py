@@ -363,3 +363,10 @@ def barrier_after_announcing(buffer, handle, out):
     _late_barrier_one_shot[(min(32, triton.cdiv(numel, 4096)),)](
         handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
         BLOCK=4096)
+
+
+def exit_switched_off(buffer, handle, out):
+    numel = buffer.numel()
+    _one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096, ENTRY=True, EXIT=False, CONSUME=True, OWN_ONLY=False, MEAN=False, LOOP=True, MASK=True)

@@ -59,6 +59,7 @@ ONE_SHOT_ANSWERS = [Answer(label, kind, _kernel_answer(name)) for label, kind, n
     ("a barrier only program 0 runs", "method", "barrier_in_program0"),
     ("out zeroed first, a second launch", "structure", "zeroed_first"),
     ("the barrier after the announcement, not before", "method", "barrier_after_announcing"),
+    ("the exit handshake switched off at launch", "method", "exit_switched_off"),
 ]]
 SUITE_ONE_SHOT = suite("11", 1, ch11.check_one_shot, ONE_SHOT_ANSWERS)
 
@@ -356,6 +357,24 @@ def test_exercise1_reads_the_course_solution_as_right():
                if isinstance(d, ast.FunctionDef) and any("jit" in ast.unparse(x) for x in d.decorator_list)]
     assert len(kernels) >= 2
     assert ch11._read_in_source(kernels, {}) is None
+
+
+def _launches_with_the_exit_off(buffer, handle, out):
+    """An answer's function: its kernel's exit handshake is a constexpr switch, set off at launch (never run)."""
+    _k[(1,)](buffer, handle.signal_pad_ptrs_dev, out, EXIT=False, BLOCK=4096)  # noqa: F821
+
+
+def test_exercise1_reads_constexprs_fixed_at_launch():
+    """`if EXIT:` is read as the launch sets it: a switch set off at launch is a kernel without that handshake."""
+    launch = ch11._launch_literals(_launches_with_the_exit_off)
+    assert launch == {"_k": {"EXIT": False, "BLOCK": 4096}}
+    kernel = ("def _k(p, o, q, EXIT: tl.constexpr, BLOCK: tl.constexpr):\n    _shake(p, 0)\n"
+              "    tl.store(o, tl.load(o + 1))\n    if EXIT:\n        _shake(p, 0)\n")
+    assert ch11._read_in_source([_HANDSHAKE, kernel], {}) is None  # not knowing EXIT, the side with more
+    broken = ch11._read_in_source([_HANDSHAKE, kernel], {}, launch)
+    assert broken is not None and "wait for their peers 1 time(s)" in str(broken)
+    on = {"_k": {"EXIT": True}}
+    assert ch11._read_in_source([_HANDSHAKE, kernel], {}, on) is None
 
 
 def test_exercise1_lets_a_reset_and_a_wait_for_zero_be_relaxed():

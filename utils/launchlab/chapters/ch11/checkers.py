@@ -528,7 +528,8 @@ class _TooLarge(Exception):
     """The kernels unroll into more than the reading below will follow: their static rules are left to the runs."""
 
 
-def _events(sources: list[str], names: dict | None = None) -> list[list[tuple[str, bool]]]:
+def _events(sources: list[str], names: dict | None = None,
+            launch: dict | None = None) -> list[list[tuple[str, bool]]]:
     """Per launched kernel, in the order one program runs them: ("B", sure) for a tl.debug_barrier(), ("W", sure)
     for a wait (a loop that spins on an atomic which does not raise the flag), ("A", sure) for an announcement (an
     atomic that raises one), followed by ("X", sure) where it is an exchange outside a spin, ("Z", sure) for a spin
@@ -692,22 +693,23 @@ def _events(sources: list[str], names: dict | None = None) -> list[list[tuple[st
     called_somewhere = {n.func.id for t in trees for n in ast.walk(t)
                         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in defs}
     launched = [name for name in defs if name not in called_somewhere]  # the kernels launched, not called
-    return [walk(defs[name].body, name, {}, frozenset()) for name in launched]
+    return [walk(defs[name].body, name, dict((launch or {}).get(name, {})), frozenset()) for name in launched]
 
 
-def _handshakes(sources: list[str], every_program: bool = True, names: dict | None = None) -> tuple[int, int, int]:
+def _handshakes(sources: list[str], every_program: bool = True, names: dict | None = None,
+                launch: dict | None = None) -> tuple[int, int, int]:
     """(atomics, tl.debug_barrier() calls, waits) in the answer's Triton kernels as one program runs them (see
     _events): those every program is sure to run, or, not every_program, all of them."""
     _, _, calls = _kernel_calls(sources, names)
     atomics = sum(called.startswith("atomic_") for _, called in calls)
-    runs = [e for kernel in _events(sources, names) for e in kernel if e[1] or not every_program]
+    runs = [e for kernel in _events(sources, names, launch) for e in kernel if e[1] or not every_program]
     return atomics, sum(kind == "B" for kind, _ in runs), sum(kind == "W" for kind, _ in runs)
 
 
-def _barrier_before_exit(sources: list[str], names: dict | None = None) -> bool:
+def _barrier_before_exit(sources: list[str], names: dict | None = None, launch: dict | None = None) -> bool:
     """Whether every program runs a tl.debug_barrier() between its last load of data and the announcement after
     it, so no thread still reads a peer's buffer when the peer hears it may go on."""
-    for kernel in _events(sources, names):
+    for kernel in _events(sources, names, launch):
         reads = [i for i, (kind, _) in enumerate(kernel) if kind == "R"]
         after = [i for i, (kind, _) in enumerate(kernel) if kind == "A" and reads and i > reads[-1]]
         if after and not any(kind == "B" and sure for kind, sure in kernel[reads[-1]:after[0]]):
@@ -715,11 +717,12 @@ def _barrier_before_exit(sources: list[str], names: dict | None = None) -> bool:
     return True
 
 
-def _announcements_wait_for_a_free_slot(sources: list[str], names: dict | None = None) -> bool:
+def _announcements_wait_for_a_free_slot(sources: list[str], names: dict | None = None,
+                                        launch: dict | None = None) -> bool:
     """Whether every announcement made by an exchange outside a spin (`tl.atomic_xchg(slot, 1)`) follows a spin
     until that slot reads 0: an exchange on a slot the peer has not consumed yet writes 1 over 1, and one
     announcement is lost."""
-    for kernel in _events(sources, names):
+    for kernel in _events(sources, names, launch):
         free = False
         for kind, _ in kernel:
             if kind == "Z":
@@ -731,10 +734,10 @@ def _announcements_wait_for_a_free_slot(sources: list[str], names: dict | None =
     return True
 
 
-def _waits_after_sum(sources: list[str], names: dict | None = None) -> bool:
+def _waits_after_sum(sources: list[str], names: dict | None = None, launch: dict | None = None) -> bool:
     """Whether every kernel that reads data waits for its peers after its last read, in every program: the wait
     before returning, after which no peer reads this rank's buffer."""
-    for kernel in _events(sources, names):
+    for kernel in _events(sources, names, launch):
         reads = [i for i, (kind, _) in enumerate(kernel) if kind == "R"]
         waits = [i for i, (kind, sure) in enumerate(kernel) if kind == "W" and sure]
         if reads and not (waits and waits[-1] > reads[-1]):
@@ -742,7 +745,30 @@ def _waits_after_sum(sources: list[str], names: dict | None = None) -> bool:
     return True
 
 
-def _read_in_source(sources: list[str], names: dict) -> CheckFailed | None:
+def _launch_literals(wrapper: Callable) -> dict[str, dict[str, object]]:
+    """Per kernel the answer's function launches (`kernel[grid](..., EXIT=False)`), the literals it passes by
+    keyword: constexprs fixed at launch, so an `if EXIT:` in the kernel is read as it runs. Where two launches of a
+    kernel disagree on a name, the name is left out."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(wrapper)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    found: dict[str, dict[str, object]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name):
+            values = {k.arg: k.value.value for k in n.keywords
+                      if k.arg and isinstance(k.value, ast.Constant) and type(k.value.value) in (int, bool, str)}
+            name = n.func.value.id
+            found[name] = values if name not in found else {
+                k: v for k, v in values.items() if found[name].get(k, ...) == v}
+    return found
+
+
+def _read_in_source(sources: list[str], names: dict, launch: dict | None = None) -> CheckFailed | None:
     """The first of exercise 1's rules read in the kernels' source that they break, or None: what races show only
     now and then, checked every time."""
     loose = _atomics_off_system_scope(sources, names)
@@ -755,8 +781,8 @@ def _read_in_source(sources: list[str], names: dict) -> CheckFailed | None:
     # One thread of a program runs a scalar atomic. Triton 3.6 happens to put a bar.sync around a spin-loop atomic
     # whose result it uses (the result travels through shared memory), so a kernel without tl.debug_barrier()
     # runs right today; nothing in Triton promises it, so the barrier is read in the source.
-    atomics, barriers, waits = _handshakes(sources, names=names)
-    _, any_barriers, any_waits = _handshakes(sources, every_program=False, names=names)
+    atomics, barriers, waits = _handshakes(sources, names=names, launch=launch)
+    _, any_barriers, any_waits = _handshakes(sources, every_program=False, names=names, launch=launch)
     skipped = (" ({} more under an `if` on a value that differs between programs, such as tl.program_id(), or in a "
                "loop whose bounds are computed: some programs or sizes skip them)")
     if atomics and waits < 2:  # the race a slow reader shows only now and then: read, so it is caught every time
@@ -765,14 +791,14 @@ def _read_in_source(sources: list[str], names: dict) -> CheckFailed | None:
                            + ": a one-shot all-reduce waits twice, before it reads (every input is in) and before "
                              "it returns (every peer has read)",
                            hint=RACE_HINTS["slow reader"])
-    if atomics and not _announcements_wait_for_a_free_slot(sources, names):
+    if atomics and not _announcements_wait_for_a_free_slot(sources, names, launch):
         return CheckFailed("your kernels announce with an exchange (tl.atomic_xchg(slot, 1)) without first waiting "
                            "for the slot to read 0",
                            hint="if the peer has not yet consumed your last announcement, the new one writes 1 over 1 "
                                 "and is lost, and the peer's next wait never ends: announce with "
                                 "tl.atomic_cas(slot, 0, 1, sem=\"release\", scope=\"sys\") in a loop that spins "
                                 "while it returns 1, as the spec says")
-    if atomics and not _waits_after_sum(sources, names):
+    if atomics and not _waits_after_sum(sources, names, launch):
         return CheckFailed("your kernels wait for their peers only before they read the peers' buffers, not after: "
                            "a one-shot all-reduce waits before it reads (every input is in) and again before it "
                            "returns (every peer has read)", hint=RACE_HINTS["slow reader"])
@@ -787,7 +813,7 @@ def _read_in_source(sources: list[str], names: dict) -> CheckFailed | None:
                                 "wait, other threads can read before the wait is over. The Triton this course runs "
                                 "happens to place a barrier around a spin-loop atomic, so such a kernel runs right "
                                 "today; Triton does not promise it")
-    if atomics and not _barrier_before_exit(sources, names):
+    if atomics and not _barrier_before_exit(sources, names, launch):
         return CheckFailed("your kernels announce that they are done without a tl.debug_barrier() between their last "
                            "read of a buffer and the announcement, in every program",
                            hint="one thread runs the announcing atomic; a barrier just before it keeps it until every "
@@ -874,7 +900,7 @@ def check_one_shot(one_shot_all_reduce: Callable) -> str:
                                   hint=f"{RACE_HINTS[g['case']]}; and {RACE_HINTS['slow reader' if g['case'] == 'late writer' else 'late writer']}")
     sources, names = rank_checks.kernel_sources(one_shot_all_reduce), rank_checks.kernel_globals(one_shot_all_reduce)
     try:
-        broken = _read_in_source(sources, names)
+        broken = _read_in_source(sources, names, _launch_literals(one_shot_all_reduce))
     except Exception as e:  # noqa: BLE001  kernels this reading cannot follow (too large, or a form it does not
         # know): the runs above judged them, and the reader's failure is not the learner's
         print(f"(lab 11's checker could not read your kernels' source: {type(e).__name__}; the runs above judged "
