@@ -377,6 +377,14 @@ def test_exercise1_reads_constexprs_fixed_at_launch():
     assert ch11._read_in_source([_HANDSHAKE, kernel], {}, on) is None
 
 
+def test_exercise1_reads_a_wait_made_in_a_helper_of_the_spin():
+    """`while _take(slot) != 1` spins on the atomic inside _take: relaxed there orders nothing, as inline."""
+    take = "def _take(s):\n    return tl.atomic_cas(s, 1, 0, sem=SEM, scope='sys')\n"
+    kernel = "def k(p):\n    while _take(p) != 1:\n        pass\n"
+    assert ch11._atomics_off_system_scope([take, kernel], {"SEM": "relaxed"})
+    assert not ch11._atomics_off_system_scope([take, kernel], {"SEM": "acquire"})
+
+
 def test_exercise1_lets_a_reset_and_a_wait_for_zero_be_relaxed():
     """Relaxed where the protocol needs no order: polling a slot until the peer has consumed the last announcement,
     and resetting a flag after an acquiring wait."""

@@ -312,6 +312,20 @@ def _spin_calls(trees) -> tuple[set[int], set[int]]:
     body, or just before it, to a name its test reads (a do-while written with a first try before the loop)."""
     import ast
 
+    defs = {d.name: d for t in trees for d in ast.walk(t) if isinstance(d, ast.FunctionDef)}
+
+    def inside(calls: list) -> list:
+        """The calls, and those inside the helpers they call (a spin whose test is `_take(slot) != 1`)."""
+        found, todo, seen = [], list(calls), set()
+        while todo:
+            n = todo.pop()
+            found.append(n)
+            name = getattr(n.func, "id", None)
+            if name in defs and name not in seen:
+                seen.add(name)
+                todo += [m for m in ast.walk(defs[name]) if isinstance(m, ast.Call)]
+        return found
+
     spins, zero = set(), set()
     for tree in trees:
         for parent in ast.walk(tree):
@@ -329,6 +343,7 @@ def _spin_calls(trees) -> tuple[set[int], set[int]]:
                             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                             if any(isinstance(t, ast.Name) and t.id in tested for g in targets for t in ast.walk(g)):
                                 found += [n for n in ast.walk(stmt.value) if isinstance(n, ast.Call)]
+                    found = inside(found)
                     spins |= {id(n) for n in found}
                     if _awaits_zero(loop.test):
                         zero |= {id(n) for n in found}
