@@ -134,6 +134,20 @@ def the_library(buffer, handle, out):
 
 
 @triton.jit
+def _sum_peers(buffer_ptrs, out_ptr, numel, world: tl.constexpr, BLOCK: tl.constexpr):
+    """The sum of every rank's buffer into out, a loop over the grid, masked at the tail."""
+    bufs = buffer_ptrs.to(tl.pointer_type(tl.uint64))
+    for start in tl.range(tl.program_id(0) * BLOCK, numel, tl.num_programs(0) * BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        inside = offs < numel
+        acc = tl.zeros([BLOCK], tl.float32)
+        for peer in tl.static_range(world):
+            src = tl.load(bufs + peer).to(tl.pointer_type(tl.bfloat16))
+            acc += tl.load(src + offs, mask=inside, other=0.0).to(tl.float32)
+        tl.store(out_ptr + offs, acc.to(tl.bfloat16), mask=inside)
+
+
+@triton.jit
 def _loose_barrier(signal_pad_ptrs, rank: tl.constexpr, world: tl.constexpr, RELAXED: tl.constexpr):
     """The course's barrier with its atomics loosened: relaxed, or at the default (GPU) scope."""
     tl.debug_barrier()
@@ -162,15 +176,7 @@ def _loose_barrier(signal_pad_ptrs, rank: tl.constexpr, world: tl.constexpr, REL
 def _loose_one_shot(buffer_ptrs, signal_pad_ptrs, out_ptr, numel, rank: tl.constexpr, world: tl.constexpr,
                     BLOCK: tl.constexpr, RELAXED: tl.constexpr):
     _loose_barrier(signal_pad_ptrs, rank, world, RELAXED)
-    bufs = buffer_ptrs.to(tl.pointer_type(tl.uint64))
-    for start in tl.range(tl.program_id(0) * BLOCK, numel, tl.num_programs(0) * BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        inside = offs < numel
-        acc = tl.zeros([BLOCK], tl.float32)
-        for peer in tl.static_range(world):
-            src = tl.load(bufs + peer).to(tl.pointer_type(tl.bfloat16))
-            acc += tl.load(src + offs, mask=inside, other=0.0).to(tl.float32)
-        tl.store(out_ptr + offs, acc.to(tl.bfloat16), mask=inside)
+    _sum_peers(buffer_ptrs, out_ptr, numel, world, BLOCK)
     _loose_barrier(signal_pad_ptrs, rank, world, RELAXED)
 
 
@@ -214,15 +220,7 @@ def _bare_barrier(signal_pad_ptrs, rank: tl.constexpr, world: tl.constexpr):
 def _bare_one_shot(buffer_ptrs, signal_pad_ptrs, out_ptr, numel, rank: tl.constexpr, world: tl.constexpr,
                    BLOCK: tl.constexpr):
     _bare_barrier(signal_pad_ptrs, rank, world)
-    bufs = buffer_ptrs.to(tl.pointer_type(tl.uint64))
-    for start in tl.range(tl.program_id(0) * BLOCK, numel, tl.num_programs(0) * BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        inside = offs < numel
-        acc = tl.zeros([BLOCK], tl.float32)
-        for peer in tl.static_range(world):
-            src = tl.load(bufs + peer).to(tl.pointer_type(tl.bfloat16))
-            acc += tl.load(src + offs, mask=inside, other=0.0).to(tl.float32)
-        tl.store(out_ptr + offs, acc.to(tl.bfloat16), mask=inside)
+    _sum_peers(buffer_ptrs, out_ptr, numel, world, BLOCK)
     _bare_barrier(signal_pad_ptrs, rank, world)
 
 
@@ -254,15 +252,7 @@ def _swapped_barrier(signal_pad_ptrs, rank: tl.constexpr, world: tl.constexpr):
 def _swapped_one_shot(buffer_ptrs, signal_pad_ptrs, out_ptr, numel, rank: tl.constexpr, world: tl.constexpr,
                       BLOCK: tl.constexpr):
     _swapped_barrier(signal_pad_ptrs, rank, world)
-    bufs = buffer_ptrs.to(tl.pointer_type(tl.uint64))
-    for start in tl.range(tl.program_id(0) * BLOCK, numel, tl.num_programs(0) * BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        inside = offs < numel
-        acc = tl.zeros([BLOCK], tl.float32)
-        for peer in tl.static_range(world):
-            src = tl.load(bufs + peer).to(tl.pointer_type(tl.bfloat16))
-            acc += tl.load(src + offs, mask=inside, other=0.0).to(tl.float32)
-        tl.store(out_ptr + offs, acc.to(tl.bfloat16), mask=inside)
+    _sum_peers(buffer_ptrs, out_ptr, numel, world, BLOCK)
     _swapped_barrier(signal_pad_ptrs, rank, world)
 
 
@@ -271,20 +261,6 @@ def signals_swapped(buffer, handle, out):
     _swapped_one_shot[(min(32, triton.cdiv(numel, 4096)),)](
         handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
         BLOCK=4096)
-
-
-@triton.jit
-def _sum_peers(buffer_ptrs, out_ptr, numel, world: tl.constexpr, BLOCK: tl.constexpr):
-    """The sum of every rank's buffer into out, a loop over the grid, masked at the tail."""
-    bufs = buffer_ptrs.to(tl.pointer_type(tl.uint64))
-    for start in tl.range(tl.program_id(0) * BLOCK, numel, tl.num_programs(0) * BLOCK):
-        offs = start + tl.arange(0, BLOCK)
-        inside = offs < numel
-        acc = tl.zeros([BLOCK], tl.float32)
-        for peer in tl.static_range(world):
-            src = tl.load(bufs + peer).to(tl.pointer_type(tl.bfloat16))
-            acc += tl.load(src + offs, mask=inside, other=0.0).to(tl.float32)
-        tl.store(out_ptr + offs, acc.to(tl.bfloat16), mask=inside)
 
 
 @triton.jit

@@ -385,6 +385,32 @@ def test_exercise1_reads_a_wait_made_in_a_helper_of_the_spin():
     assert not ch11._atomics_off_system_scope([take, kernel], {"SEM": "acquire"})
 
 
+def test_exercise1_reads_semantics_passed_down_and_chosen_by_rank():
+    """A fourth blind attack: a sem forwarded from a helper's weak default through a second helper, and a scope
+    chosen by `"sys" if RANK == 1 else "gpu"`, are read as the values they can take."""
+    take = "def _take(s, order: tl.constexpr):\n    while tl.atomic_cas(s, 1, 0, sem=order, scope='sys') != 1:\n" \
+           "        pass\n"
+    outer = ("def _outer(s, take_sem: tl.constexpr, wait_sem: tl.constexpr = tl.constexpr('relaxed')):\n"
+             "    _take(s, order=wait_sem)\n")
+    kernel = "def k(p):\n    _outer(p, take_sem='acquire')\n"
+    assert ch11._atomics_off_system_scope([take, outer, kernel])
+    assert not ch11._atomics_off_system_scope([take, outer.replace("order=wait_sem", "order=take_sem"), kernel])
+    by_rank = ("def k(p, RANK: tl.constexpr):\n    SCOPE: tl.constexpr = 'sys' if RANK == 1 else 'gpu'\n"
+               "    while tl.atomic_cas(p, 0, 1, sem='release', scope=SCOPE) != 0:\n        pass\n")
+    assert ch11._atomics_off_system_scope([by_rank])
+
+
+def test_exercise1_reads_or_and_and_as_flag_moves():
+    """An or of 0 polls, an and of 0 clears, an or of 1 announces and, outside a spin for zero, can be lost."""
+    right = ("def k(p):\n    while tl.atomic_add(p + 1, 0, sem='relaxed', scope='sys') != 0:\n        pass\n"
+             "    tl.atomic_xchg(p + 1, 1, sem='release', scope='sys')\n"
+             "    while tl.atomic_or(p, 0, sem='acquire', scope='sys') == 0:\n        pass\n"
+             "    tl.atomic_and(p, 0, sem='relaxed', scope='sys')\n")
+    assert not ch11._atomics_off_system_scope([right]) and ch11._handshakes([right])[2] == 1
+    lost = "def k(p):\n    tl.atomic_or(p, 1, sem='release', scope='sys')\n"
+    assert not ch11._announcements_wait_for_a_free_slot([lost])
+
+
 def test_exercise1_lets_a_reset_and_a_wait_for_zero_be_relaxed():
     """Relaxed where the protocol needs no order: polling a slot until the peer has consumed the last announcement,
     and resetting a flag after an acquiring wait."""

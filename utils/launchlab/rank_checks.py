@@ -201,19 +201,12 @@ def kernel_sources(fn: Callable) -> list[str]:
 
 
 def kernel_globals(fn: Callable) -> dict[str, object]:
-    """The module-level names the Triton kernels `fn` launches read, with their values (constants, Triton
-    functions under names of the learner's own)."""
-    import ast
-
+    """The module-level names the Triton kernels `fn` launches read (_names_read: their code, defaults and
+    annotations), with their values: constants, Triton functions under names of the learner's own."""
     found: dict[str, object] = {}
     for _, inner in _jit_helpers(fn):
         space = getattr(inner, "__globals__", {})
-        try:  # the names in its source: those its code reads, and those its defaults were made from
-            read = {n.id for n in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(inner))))
-                    if isinstance(n, ast.Name)}
-        except (OSError, TypeError, SyntaxError):
-            read = set(_global_names(inner.__code__))
-        for name in sorted(read):
+        for name in _names_read(inner):
             if name in space:
                 found.setdefault(name, space[name])
     return found

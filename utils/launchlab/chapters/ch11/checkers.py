@@ -272,17 +272,19 @@ def _constant(node, name: str, position: int, default=None, constants: dict | No
 
 
 def _flag_move(node, called: str, constants: dict | None = None) -> str | None:
-    """"set" for an atomic that raises a flag (cas 0 -> 1, xchg 1, add of a positive literal: an announcement),
-    "clear" for one that takes it from 1 back to 0 (cas 1 -> 0, xchg 0: a wait that consumes, or a reset), "poll" for
-    one that only reads it (add 0); None where the literals do not say."""
+    """"set" for an atomic that raises a flag (cas 0 -> 1, xchg 1, add, or or max of a positive literal: an
+    announcement), "clear" for one that takes it back to 0 (cas 1 -> 0, xchg 0, and 0: a wait that consumes, or a
+    reset), "poll" for one that only reads it (add, or or max of 0); None where the literals do not say."""
     if called == "atomic_cas":
         return {(0, 1): "set", (1, 0): "clear"}.get((_constant(node, "cmp", 1, None, constants),
                                                      _constant(node, "val", 2, None, constants)))
     if called == "atomic_xchg":
         return {1: "set", 0: "clear"}.get(_constant(node, "val", 1, None, constants))
-    if called == "atomic_add":
-        val = _constant(node, "val", 1, None, constants)
+    val = _constant(node, "val", 1, None, constants)
+    if called in ("atomic_add", "atomic_or", "atomic_max"):  # adding, or-ing or max-ing 0 only reads
         return "poll" if val == 0 else "set" if isinstance(val, int) and val > 0 else None
+    if called == "atomic_and":
+        return "clear" if val == 0 else None
     return None
 
 
@@ -307,25 +309,35 @@ def _own_names(fn) -> set[str]:
     return found | {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
+def _spun_on(loop, before: list, defs: dict) -> list:
+    """The calls a `while` spins on: in its test and in the helpers its test calls (`while _take(slot) != 1`), or
+    assigned, in its body or in the statement `before` it, to a name its test reads (a do-while written with a
+    first try before the loop)."""
+    import ast
+
+    tested = {n.id for n in ast.walk(loop.test) if isinstance(n, ast.Name)}
+    found = [n for n in ast.walk(loop.test) if isinstance(n, ast.Call)]
+    for stmt in loop.body + before[-1:]:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if any(isinstance(t, ast.Name) and t.id in tested for g in targets for t in ast.walk(g)):
+                found += [n for n in ast.walk(stmt.value) if isinstance(n, ast.Call)]
+    calls, seen = [], set()
+    while found:
+        n = found.pop()
+        calls.append(n)
+        name = getattr(n.func, "id", None)
+        if name in defs and name not in seen:
+            seen.add(name)
+            found += [m for m in ast.walk(defs[name]) if isinstance(m, ast.Call)]
+    return calls
+
+
 def _spin_calls(trees) -> tuple[set[int], set[int]]:
-    """(ids of the atomics a `while` spins on, ids of those whose spin waits for 0): in its test, or assigned in its
-    body, or just before it, to a name its test reads (a do-while written with a first try before the loop)."""
+    """(ids of the calls a `while` spins on (_spun_on), ids of those whose spin waits for 0)."""
     import ast
 
     defs = {d.name: d for t in trees for d in ast.walk(t) if isinstance(d, ast.FunctionDef)}
-
-    def inside(calls: list) -> list:
-        """The calls, and those inside the helpers they call (a spin whose test is `_take(slot) != 1`)."""
-        found, todo, seen = [], list(calls), set()
-        while todo:
-            n = todo.pop()
-            found.append(n)
-            name = getattr(n.func, "id", None)
-            if name in defs and name not in seen:
-                seen.add(name)
-                todo += [m for m in ast.walk(defs[name]) if isinstance(m, ast.Call)]
-        return found
-
     spins, zero = set(), set()
     for tree in trees:
         for parent in ast.walk(tree):
@@ -334,54 +346,76 @@ def _spin_calls(trees) -> tuple[set[int], set[int]]:
                 if not isinstance(stmts, list):
                     continue
                 for i, loop in enumerate(stmts):
-                    if not isinstance(loop, ast.While):
-                        continue
-                    tested = {n.id for n in ast.walk(loop.test) if isinstance(n, ast.Name)}
-                    found = [n for n in ast.walk(loop.test) if isinstance(n, ast.Call)]
-                    for stmt in loop.body + stmts[max(0, i - 1):i]:
-                        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
-                            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                            if any(isinstance(t, ast.Name) and t.id in tested for g in targets for t in ast.walk(g)):
-                                found += [n for n in ast.walk(stmt.value) if isinstance(n, ast.Call)]
-                    found = inside(found)
-                    spins |= {id(n) for n in found}
-                    if _awaits_zero(loop.test):
-                        zero |= {id(n) for n in found}
+                    if isinstance(loop, ast.While):
+                        found = {id(n) for n in _spun_on(loop, stmts[:i], defs)}
+                        spins |= found
+                        if _awaits_zero(loop.test):
+                            zero |= found
     return spins, zero
 
 
 def _passed_values(trees, node, name: str, position: int, default, constants: dict) -> list:
     """What the argument `name` of an atomic can be: its literal or constant, or, where it is a parameter of the
-    helper around it, every value a call of that helper passes for it, its default included ([...] if unknown)."""
+    helper around it, every value a call of that helper passes for it, its default included, followed through
+    helpers that pass on a parameter of their own, and both sides of an `a if c else b` ([...] if unknown)."""
     import ast
 
-    around = [fn for tree in trees for fn in ast.walk(tree)
-              if isinstance(fn, ast.FunctionDef) and any(n is node for n in ast.walk(fn))]
-    own = set().union(*(_own_names(fn) for fn in around)) if around else set()
+    defs = [d for tree in trees for d in ast.walk(tree) if isinstance(d, ast.FunctionDef)]
+
+    def around(n) -> list:
+        return [fn for fn in defs if any(m is n for m in ast.walk(fn))]
+
+    def values_of(expr, fn, depth: int) -> list:
+        """The values expr, read inside def fn, can take."""
+        own = _own_names(fn) if fn is not None else set()
+        if isinstance(expr, ast.Constant):
+            return [expr.value]
+        if isinstance(expr, ast.IfExp):
+            return values_of(expr.body, fn, depth) + values_of(expr.orelse, fn, depth)
+        if isinstance(expr, ast.Call) and getattr(expr.func, "attr", getattr(expr.func, "id", None)) == "constexpr" \
+                and len(expr.args) == 1:  # tl.constexpr("relaxed")
+            return values_of(expr.args[0], fn, depth)
+        assigned = [n.value for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None
+                    and any(isinstance(t, ast.Name) and t.id == getattr(expr, "id", None)
+                            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))] if fn else []
+        if assigned and depth < 4:  # a local: what it is set to
+            return [v for value in assigned for v in values_of(value, fn, depth + 1)]
+        if isinstance(expr, ast.Name) and expr.id in constants and expr.id not in own:
+            return [constants[expr.id]]
+        if isinstance(expr, ast.Name) and fn is not None and depth < 4:
+            return passed_for(fn, expr.id, depth + 1)
+        return [...]
+
+    def passed_for(fn, param: str, depth: int) -> list:
+        """Every value the calls of fn pass for its parameter, its default where a call leaves it out."""
+        args = fn.args
+        params = [a.arg for a in args.posonlyargs + args.args]
+        every = params + [a.arg for a in args.kwonlyargs]
+        if param not in every:
+            return [...]
+        defaults = dict(zip(params[len(params) - len(args.defaults):], args.defaults, strict=False))
+        defaults |= {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=False) if d is not None}
+        values = []
+        for call in (c for d in defs for c in ast.walk(d) if isinstance(c, ast.Call)
+                     and isinstance(c.func, ast.Name) and c.func.id == fn.name):
+            passed = _argument(call, param, params.index(param)) if param in params else next(
+                (k.value for k in call.keywords if k.arg == param), None)
+            caller = (around(call) or [None])[-1]
+            if passed is not None:
+                values += values_of(passed, caller, depth)
+            elif param in defaults:
+                values += values_of(defaults[param], None, depth)
+            else:
+                values.append(...)
+        return values or [...]
+
+    inner = (around(node) or [None])[-1]
+    own = _own_names(inner) if inner is not None else set()
     value = _constant(node, name, position, default, {k: v for k, v in constants.items() if k not in own})
     arg = _argument(node, name, position)
-    if value is not ... or not isinstance(arg, ast.Name):
+    if value is not ... or arg is None:
         return [value]
-    for fn in around[-1:]:  # the innermost def around the atomic
-        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-        if arg.id not in params:
-            return [...]
-        index = params.index(arg.id)
-        defaults = dict(zip(params[len(params) - len(fn.args.defaults):], fn.args.defaults, strict=False))
-        values = []
-        for t in trees:
-            for call in ast.walk(t):
-                if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == fn.name:
-                    passed = _argument(call, arg.id, index)
-                    passed = passed if passed is not None else defaults.get(arg.id)
-                    if isinstance(passed, ast.Constant):
-                        values.append(passed.value)
-                    elif isinstance(passed, ast.Name) and passed.id in constants:
-                        values.append(constants[passed.id])
-                    else:
-                        values.append(...)
-        return values or [...]
-    return [...]
+    return values_of(arg, inner, 0)
 
 
 def _atomics_off_system_scope(sources: list[str], names: dict | None = None) -> list[str]:
@@ -553,8 +587,8 @@ def _events(sources: list[str], names: dict | None = None,
     test those literals decide takes its side. Not sure: a barrier or wait that some programs or sizes skip (under
     an `if` on a value that differs between programs, unless both sides run the same, or in a runtime loop whose
     bounds are computed from values that are not constexpr, or in a spin loop's body). An `if` on anything else (a
-    constexpr) takes the side with more. A spin is a `while` whose test calls an atomic, or tests a name the loop's
-    body sets from one. Raises _TooLarge past a budget of events."""
+    constexpr) takes the side with more. A spin is a `while` that spins on an atomic (_spun_on). Raises _TooLarge
+    past a budget of events."""
     import ast
 
     aliases, constants = _names(names)
@@ -586,26 +620,6 @@ def _events(sources: list[str], names: dict | None = None,
         name = called(n)
         return bool(name) and name.startswith("atomic_") and name not in defs
 
-    def spin_atomics(loop) -> list:
-        """The atomics a `while` spins on: in its test, in a helper its test calls, or assigned in its body to a
-        name its test reads (a do-while written with a first try before the loop)."""
-        tested = {n.id for n in ast.walk(loop.test) if isinstance(n, ast.Name)}
-        found = [n for n in ast.walk(loop.test) if isinstance(n, ast.Call) and is_atomic(n)]
-        for stmt in loop.body:
-            if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and stmt.value is not None:
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                if any(isinstance(t, ast.Name) and t.id in tested for tgt in targets for t in ast.walk(tgt)):
-                    found += [n for n in ast.walk(stmt.value) if isinstance(n, ast.Call) and is_atomic(n)]
-        return found
-
-    def spins_in_helpers(test, fn: str, seen: frozenset) -> list:
-        found = []
-        for n in ast.walk(test):
-            if isinstance(n, ast.Call) and called(n) in defs and called(n) not in seen | {fn}:
-                helper = defs[called(n)]
-                found += [m for m in ast.walk(helper) if isinstance(m, ast.Call) and is_atomic(m)]
-        return found
-
     def varies(test, fn: str) -> bool:
         return any((isinstance(n, ast.Name) and n.id in per_program[fn]) or (isinstance(n, ast.Call) and (
             called(n) in _PER_PROGRAM)) for n in ast.walk(test))
@@ -633,7 +647,7 @@ def _events(sources: list[str], names: dict | None = None,
                 found.append(("R", True))
             elif is_atomic(n) and _flag_move(n, name, scope.get(fn, {})) == "set":
                 found.append(("A", True))
-                if name == "atomic_xchg" and not spinning:  # sets the flag whatever it holds
+                if name in ("atomic_xchg", "atomic_or", "atomic_max") and not spinning:  # 1 over a 1 is lost
                     found.append(("X", True))
             elif name in defs and name not in seen | {fn}:
                 helper = defs[name]
@@ -665,7 +679,7 @@ def _events(sources: list[str], names: dict | None = None,
 
     def walk(stmts: list, fn: str, env: dict, seen: frozenset) -> list:
         events = []
-        for stmt in stmts:
+        for i, stmt in enumerate(stmts):
             if isinstance(stmt, ast.If):
                 events += calls_in(stmt.test, fn, env, seen)
                 decided = value(stmt.test, fn, env)
@@ -692,7 +706,7 @@ def _events(sources: list[str], names: dict | None = None,
                     events += unsure(body) if may_skip(stmt, fn) else body
             elif isinstance(stmt, ast.While):
                 events += calls_in(stmt.test, fn, env, seen, spinning=True)
-                atomics = spin_atomics(stmt) + spins_in_helpers(stmt.test, fn, seen)
+                atomics = [n for n in _spun_on(stmt, stmts[:i], defs) if is_atomic(n)]
                 scoped = scope.get(fn, {})
                 if any(_flag_move(n, called(n), scoped) != "set" for n in atomics) and not _awaits_zero(stmt.test):
                     events.append(("W", True))
@@ -734,9 +748,9 @@ def _barrier_before_exit(sources: list[str], names: dict | None = None, launch: 
 
 def _announcements_wait_for_a_free_slot(sources: list[str], names: dict | None = None,
                                         launch: dict | None = None) -> bool:
-    """Whether every announcement made by an exchange outside a spin (`tl.atomic_xchg(slot, 1)`) follows a spin
-    until that slot reads 0: an exchange on a slot the peer has not consumed yet writes 1 over 1, and one
-    announcement is lost."""
+    """Whether every announcement made outside a spin by an exchange, an or or a max (`tl.atomic_xchg(slot, 1)`)
+    follows a spin until that slot reads 0: on a slot the peer has not consumed yet it writes 1 over 1, and one
+    announcement is lost (an add counts, so it loses none)."""
     for kernel in _events(sources, names, launch):
         free = False
         for kind, _ in kernel:
@@ -783,6 +797,12 @@ def _launch_literals(wrapper: Callable) -> dict[str, dict[str, object]]:
     return found
 
 
+_TWO_WAITS = ("a one-shot all-reduce waits twice, before it reads (every input is in) and before it returns (every "
+              "peer has read)")
+_LATENT = ("The Triton this course runs happens to place a barrier around a spin-loop atomic, so such a kernel runs "
+           "right today; Triton does not promise it")
+
+
 def _read_in_source(sources: list[str], names: dict, launch: dict | None = None) -> CheckFailed | None:
     """The first of exercise 1's rules read in the kernels' source that they break, or None: what races show only
     now and then, checked every time."""
@@ -803,20 +823,18 @@ def _read_in_source(sources: list[str], names: dict, launch: dict | None = None)
     if atomics and waits < 2:  # the race a slow reader shows only now and then: read, so it is caught every time
         return CheckFailed(f"your kernels wait for their peers {waits} time(s) a call in every program"
                            + (skipped.format(any_waits - waits) if any_waits > waits else "")
-                           + ": a one-shot all-reduce waits twice, before it reads (every input is in) and before "
-                             "it returns (every peer has read)",
+                           + f": {_TWO_WAITS}",
                            hint=RACE_HINTS["slow reader"])
     if atomics and not _announcements_wait_for_a_free_slot(sources, names, launch):
-        return CheckFailed("your kernels announce with an exchange (tl.atomic_xchg(slot, 1)) without first waiting "
-                           "for the slot to read 0",
+        return CheckFailed("your kernels announce with an exchange, an or or a max (tl.atomic_xchg(slot, 1)) "
+                           "without first waiting for the slot to read 0",
                            hint="if the peer has not yet consumed your last announcement, the new one writes 1 over 1 "
                                 "and is lost, and the peer's next wait never ends: announce with "
                                 "tl.atomic_cas(slot, 0, 1, sem=\"release\", scope=\"sys\") in a loop that spins "
                                 "while it returns 1, as the spec says")
     if atomics and not _waits_after_sum(sources, names, launch):
-        return CheckFailed("your kernels wait for their peers only before they read the peers' buffers, not after: "
-                           "a one-shot all-reduce waits before it reads (every input is in) and again before it "
-                           "returns (every peer has read)", hint=RACE_HINTS["slow reader"])
+        return CheckFailed(f"your kernels wait for their peers only before they read the peers' buffers, not after: "
+                           f"{_TWO_WAITS}", hint=RACE_HINTS["slow reader"])
     if atomics and barriers < 2 * min(waits, 2):
         return CheckFailed(f"your kernels signal with {atomics} atomic(s) and wait {waits} time(s), but every program "
                            f"calls tl.debug_barrier() {barriers} time(s)"
@@ -825,16 +843,12 @@ def _read_in_source(sources: list[str], names: dict, launch: dict | None = None)
                            hint="a signal atomic orders only the loads and stores of the thread that runs it; "
                                 "without tl.debug_barrier() before announcing, the announcement can reach a peer "
                                 "while other threads of the program still read its buffer, and without one after the "
-                                "wait, other threads can read before the wait is over. The Triton this course runs "
-                                "happens to place a barrier around a spin-loop atomic, so such a kernel runs right "
-                                "today; Triton does not promise it")
+                                f"wait, other threads can read before the wait is over. {_LATENT}")
     if atomics and not _barrier_before_exit(sources, names, launch):
         return CheckFailed("your kernels announce that they are done without a tl.debug_barrier() between their last "
                            "read of a buffer and the announcement, in every program",
                            hint="one thread runs the announcing atomic; a barrier just before it keeps it until every "
-                                "thread of the program has finished reading the peers' buffers. The Triton this "
-                                "course runs happens to place a barrier around a spin-loop atomic, so such a kernel "
-                                "runs right today; Triton does not promise it")
+                                f"thread of the program has finished reading the peers' buffers. {_LATENT}")
     return None
 
 
