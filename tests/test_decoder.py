@@ -44,6 +44,39 @@ def test_a_decode_step_has_no_graph_breaks():
     assert (report.graph_count, report.break_count) == (1, 0), report.break_reasons
 
 
+def _filled_attend(q, k_cache, v_cache, mask, pos):
+    """Attention over slots 0..pos only, sliced on the host: another attention, eager only."""
+    filled = int(pos) + 1
+    return torch.nn.functional.scaled_dot_product_attention(q, k_cache[:, :, :filled], v_cache[:, :, :filled])
+
+
+def test_a_twin_with_another_attention_shares_weights_and_caches_and_leaves_the_model_alone():
+    model = decoder.make_decoder(decoder.TINY, "cpu")
+    twin = decoder.with_attention(model, _filled_attend)
+    assert twin is not model and twin.blocks is not model.blocks
+    assert all(a is b for a, b in zip(twin.parameters(), model.parameters(), strict=True))
+    assert all(a is b for a, b in zip(twin.buffers(), model.buffers(), strict=True))
+    assert all(b.attn.attend is decoder.masked_attend for b in model.blocks)
+    assert all(b.attn.attend is _filled_attend for b in twin.blocks)
+    first = decoder.first_tokens(decoder.TINY, "cpu")
+    masked = decoder.decode(decoder.greedy_step(model), first, 20)
+    model.blocks[0].attn.k_cache.fill_(float("nan"))  # the twin writes every slot it reads, into the same cache
+    filled = decoder.decode(decoder.greedy_step(twin), first, 20)
+    assert torch.equal(masked, filled)
+    assert not model.blocks[0].attn.k_cache[:, :, :20].isnan().any()
+    assert model.blocks[0].attn.k_cache[:, :, 20:].isnan().all()
+
+
+def test_a_twin_whose_attention_traces_still_compiles_to_one_graph():
+    def also_masked(q, k_cache, v_cache, mask, pos):
+        return torch.nn.functional.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask) * 1.0
+
+    twin = decoder.with_attention(decoder.make_decoder(decoder.TINY, "cpu"), also_masked)
+    report = explain(decoder.greedy_step(twin), decoder.first_tokens(decoder.TINY, "cpu"),
+                     torch.zeros(1, dtype=torch.long))
+    assert (report.graph_count, report.break_count) == (1, 0), report.break_reasons
+
+
 @pytest.mark.parametrize(("kernels", "window", "expected"), [
     ([(1.0, 2.0, 5.0)], (0.0, 6.0), (3.0, 2.0, 1.0)),                    # waits for the launch, then a GPU gap
     ([(-3.0, 1.0, 2.0), (0.5, 4.0, 5.0)], (0.0, 5.0), (2.0, 0.0, 3.0)),  # work queued ahead: GPU gaps only

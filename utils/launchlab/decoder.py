@@ -9,6 +9,7 @@ without graph breaks and captured into a CUDA graph.
 from __future__ import annotations
 
 from collections.abc import Callable
+from copy import copy
 from dataclasses import dataclass, replace
 
 import torch
@@ -40,6 +41,8 @@ class DecoderConfig:
 TINY = DecoderConfig(layers=2, width=64, heads=4, vocab=128, max_len=48)  # runs in a second on a CPU
 
 WriteKV = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], object]
+# attend(q [batch, heads, 1, head_dim], k_cache, v_cache [batch, heads, max_len, head_dim], mask, pos) -> like q
+Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def _index_copy_write(cache: torch.Tensor, new: torch.Tensor, pos: torch.Tensor) -> None:
@@ -57,12 +60,18 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
+def masked_attend(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, mask: torch.Tensor,
+                  pos: torch.Tensor) -> torch.Tensor:
+    """SDPA over every cache slot, the slots after `pos` hidden by the mask: the same work at every position."""
+    return F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask)
+
+
 class Attention(nn.Module):
     """Causal self-attention for one new token over a static KV cache."""
 
-    def __init__(self, config: DecoderConfig, write: WriteKV = _index_copy_write):
+    def __init__(self, config: DecoderConfig, write: WriteKV = _index_copy_write, attend: Attend = masked_attend):
         super().__init__()
-        self.config, self.write = config, write
+        self.config, self.write, self.attend = config, write, attend
         self.qkv = nn.Linear(config.width, 3 * config.width, bias=False)
         self.out = nn.Linear(config.width, config.width, bias=False)
         shape = (config.batch, config.heads, config.max_len, config.head_dim)
@@ -76,8 +85,7 @@ class Attention(nn.Module):
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         self.write(self.k_cache, k, pos)
         self.write(self.v_cache, v, pos)
-        # The mask hides cache slots after `pos`: the step always attends over all max_len slots.
-        y = F.scaled_dot_product_attention(q, self.k_cache, self.v_cache, attn_mask=mask)
+        y = self.attend(q, self.k_cache, self.v_cache, mask, pos)
         return self.out(y.transpose(1, 2).reshape(c.batch, 1, c.width))
 
 
@@ -132,6 +140,21 @@ def make_decoder(config: DecoderConfig, device: str | torch.device, write: Write
             if p.dim() == 2:
                 p.normal_(0.0, 2 * p.shape[1] ** -0.5)
     return model.to(device).eval().requires_grad_(False)
+
+
+def with_attention(model: TinyDecoder, attend: Attend) -> TinyDecoder:
+    """A twin of `model` that attends with `attend`, sharing its weights and caches; `model` is left as it was."""
+    twin = copy(model)  # a shallow copy shares the parameter and buffer dicts; the module dicts are copied below
+    twin._modules = dict(model._modules)
+    blocks = []
+    for block in model.blocks:
+        b, a = copy(block), copy(block.attn)
+        b._modules, a._modules = dict(block._modules), dict(block.attn._modules)
+        a.attend = attend
+        b.attn = a
+        blocks.append(b)
+    twin.blocks = nn.ModuleList(blocks)
+    return twin
 
 
 def first_tokens(config: DecoderConfig, device: str | torch.device, seed: int = 1) -> torch.Tensor:
