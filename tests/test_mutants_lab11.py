@@ -97,7 +97,7 @@ def test_lab11_exercise1_one_shot(monkeypatch, capsys):
                for why in ("wait for their peers 1 time(s)", "writes its input late", "reads slowly"))
     assert "more under an `if`" in verdicts["barrier_in_program0"].detail
     assert "launched 2 kernels" in verdicts["zeroed_first"].detail
-    assert "between their last store and the announcement" in verdicts["barrier_after_announcing"].detail
+    assert "between their last read of a buffer and the announcement" in verdicts["barrier_after_announcing"].detail
     assert "announces with acquire" in verdicts["signals_swapped"].detail
 
 
