@@ -375,11 +375,31 @@ def _launches_with_the_rank(buffer, handle, out):
     _k[(1,)](buffer, handle.signal_pad_ptrs_dev, out, handle.rank, RANK=dist.get_rank(), BLOCK=4096)  # noqa: F821
 
 
+def _launches_with_a_name_set_from_the_rank(buffer, handle, out):
+    """An answer's function: the rank goes through a name of its own first."""
+    me = handle.rank
+    first = me == 0
+    _k[(1,)](buffer, handle.signal_pad_ptrs_dev, out, me, RANK=first, BLOCK=4096)  # noqa: F821
+
+
 def test_exercise1_reads_the_kernels_as_each_rank_compiles_them():
     """A barrier under `if rank == 0:` on a constexpr rank is read as rank 1 compiles it: absent. A right answer
     that skips its own rank's flag under `if peer != rank:` still passes on every rank."""
     launch = ch11._launch_literals(_launches_with_the_rank)
     assert launch == {"_k": {3: ch11.PER_RANK, "RANK": ch11.PER_RANK, "BLOCK": 4096}}
+    assert ch11._launch_literals(_launches_with_a_name_set_from_the_rank) == {
+        "_k": {3: ch11.PER_RANK, "RANK": ch11.VARIES_BY_RANK, "BLOCK": 4096}}
+    computed = ("def _k(p, o, q, rank, RANK: tl.constexpr, BLOCK: tl.constexpr):\n"
+                "    if RANK:\n        tl.debug_barrier()\n"
+                "    while tl.atomic_cas(p, 0, 1, sem='release', scope='sys') != 0:\n        pass\n"
+                "    while tl.atomic_cas(p + 1, 1, 0, sem='acquire', scope='sys') != 1:\n        pass\n"
+                "    tl.debug_barrier()\n    tl.store(o, tl.load(o + 1))\n"
+                "    while tl.atomic_cas(p, 0, 1, sem='release', scope='sys') != 0:\n        pass\n"
+                "    while tl.atomic_cas(p + 1, 1, 0, sem='acquire', scope='sys') != 1:\n        pass\n"
+                "    tl.debug_barrier()\n")
+    computed_launch = ch11._launch_literals(_launches_with_a_name_set_from_the_rank)
+    assert ch11._handshakes([computed], launch=computed_launch, rank=0)[1] == 2  # the if's barrier: not every rank's
+    assert ch11._handshakes([computed], every_program=False, launch=computed_launch, rank=0)[1] == 3
     shake = ("def _shake(p, rank: tl.constexpr):\n    if rank == 0:\n        tl.debug_barrier()\n"
              "    while tl.atomic_cas(p, 0, 1, sem='release', scope='sys') != 0:\n        pass\n"
              "    while tl.atomic_cas(p + 1, 1, 0, sem='acquire', scope='sys') != 1:\n        pass\n"

@@ -464,9 +464,10 @@ def _atomics_off_system_scope(sources: list[str], names: dict | None = None) -> 
 _PER_PROGRAM = {"program_id", "num_programs", "load", "arange"}  # calls whose value differs between programs
 
 
-def _per_program_names(defs: dict) -> dict[str, set[str]]:
+def _per_program_names(defs: dict, seeds: dict | None = None) -> dict[str, set[str]]:
     """Per kernel or helper, the names whose value may differ from one program to the next: bound to
-    tl.program_id() or a load, or computed from such a name, or a helper's parameter passed one."""
+    tl.program_id() or a load, or computed from such a name, or a helper's parameter passed one, or one of `seeds`
+    (a kernel's parameters the launch computes from the rank)."""
     import ast
 
     def varies(expr, tainted: set[str]) -> bool:
@@ -478,7 +479,7 @@ def _per_program_names(defs: dict) -> dict[str, set[str]]:
                 return True
         return False
 
-    tainted: dict[str, set[str]] = {name: set() for name in defs}
+    tainted: dict[str, set[str]] = {name: set((seeds or {}).get(name, ())) for name in defs}
     changed = True
     while changed:
         changed = False
@@ -595,7 +596,19 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
     aliases, constants = _names(names)
     trees, _, _ = _kernel_calls(sources, names)
     defs = {d.name: d for t in trees for d in ast.walk(t) if isinstance(d, ast.FunctionDef)}
-    per_program = _per_program_names(defs)
+    def launch_params(name: str) -> dict:
+        """The kernel's launch values by parameter name (positions mapped to names)."""
+        named = {}
+        for key, v in (launch or {}).get(name, {}).items():
+            if isinstance(key, int):
+                args = defs[name].args.posonlyargs + defs[name].args.args
+                key = args[key].arg if key < len(args) else None
+            if key is not None:
+                named[key] = v
+        return named
+
+    per_program = _per_program_names(defs, {name: {k for k, v in launch_params(name).items() if v is VARIES_BY_RANK}
+                                            for name in defs})
     budget = [20_000]
 
     scope = {name: {k: v for k, v in constants.items() if k not in _own_names(fn)} for name, fn in defs.items()}
@@ -725,14 +738,9 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
     launched = [name for name in defs if name not in called_somewhere]  # the kernels launched, not called
 
     def at_launch(name: str) -> dict:
-        """The kernel's parameters the launch fixes: literals, and those computed from the rank bound to `rank`."""
-        fixed = {}
-        for key, v in (launch or {}).get(name, {}).items():
-            if isinstance(key, int):
-                key = params(defs[name])[key] if key < len(params(defs[name])) else None
-            if key is not None and (v is not PER_RANK or rank is not None):
-                fixed[key] = rank if v is PER_RANK else v
-        return fixed
+        """The kernel's parameters the launch fixes: literals, and the rank itself bound to `rank`."""
+        return {key: rank if v is PER_RANK else v for key, v in launch_params(name).items()
+                if v is not VARIES_BY_RANK and (v is not PER_RANK or rank is not None)}
 
     return [walk(defs[name].body, name, at_launch(name), frozenset()) for name in launched]
 
@@ -789,30 +797,63 @@ def _waits_after_sum(sources: list[str], names: dict | None = None, launch: dict
 
 
 class _PerRank:
-    """A launch argument computed from the rank (`rank=handle.rank`): a constexpr each rank compiles with its own
-    value, so the kernels are read once per rank."""
+    """A launch argument computed from the rank: PER_RANK when it is the rank itself (`rank=handle.rank`), a
+    constexpr each rank compiles with its own value, so the kernels are read once per rank; VARIES_BY_RANK when it is
+    computed from the rank (`FIRST=handle.rank == 0`), so an `if` on it is read as one on tl.program_id()."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
     def __repr__(self) -> str:
-        return "PER_RANK"
+        return self.name
 
 
-PER_RANK = _PerRank()
+PER_RANK, VARIES_BY_RANK = _PerRank("PER_RANK"), _PerRank("VARIES_BY_RANK")
 
 
-def _mentions_rank(expr) -> bool:
-    """Whether an expression reads the rank: a name `rank`, an attribute `.rank`, or a call to get_rank()."""
+def _is_rank(expr, aliases: frozenset) -> bool:
+    """Whether an expression is the rank itself: `rank` or a name set to it, `.rank`, or get_rank()."""
     import ast
 
-    return any((isinstance(n, ast.Name) and n.id == "rank") or (isinstance(n, ast.Attribute) and n.attr == "rank")
-               or (isinstance(n, ast.Call) and (getattr(n.func, "attr", None) or getattr(n.func, "id", None))
-                   == "get_rank") for n in ast.walk(expr))
+    return ((isinstance(expr, ast.Name) and expr.id in aliases) or (isinstance(expr, ast.Attribute)
+            and expr.attr == "rank") or (isinstance(expr, ast.Call) and (getattr(expr.func, "attr", None)
+                                                                          or getattr(expr.func, "id", None)) == "get_rank"))
+
+
+def _mentions_rank(expr, ranked: frozenset = frozenset({"rank"})) -> bool:
+    """Whether an expression reads the rank: a name in `ranked`, an attribute `.rank`, or a call to get_rank()."""
+    import ast
+
+    return any(_is_rank(n, ranked) for n in ast.walk(expr))
+
+
+def _rank_names(tree) -> tuple[frozenset, frozenset]:
+    """The names the wrapper sets to the rank itself (`r = handle.rank`; `rank` always), and every name it sets from
+    the rank in any way (`first = r == 0`), to a fixed point."""
+    import ast
+
+    aliases, ranked = {"rank"}, {"rank"}
+    assigns = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and n.value]
+    changed = True
+    while changed:
+        changed = False
+        for n in assigns:
+            targets = [t for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)]
+            for group, test in ((aliases, _is_rank), (ranked, _mentions_rank)):
+                if test(n.value, frozenset(group)):
+                    for t in targets:
+                        if t.id not in group:
+                            group.add(t.id)
+                            changed = True
+    return frozenset(aliases), frozenset(ranked)
 
 
 def _launch_literals(wrapper: Callable) -> dict[str, dict[str | int, object]]:
     """Per kernel the answer's function launches (`kernel[grid](..., EXIT=False)`), the literals it passes by
     keyword: constexprs fixed at launch, so an `if EXIT:` in the kernel is read as it runs; and PER_RANK for each
     argument computed from the rank, by keyword or by position (an int key), so an `if rank == 0:` is read as each
-    rank runs it. Where two launches of a kernel disagree on a name, the name is left out."""
+    rank runs it (VARIES_BY_RANK for one computed from the rank, read as a value that differs between programs).
+    Where two launches of a kernel disagree on a name, the name is left out."""
     import ast
     import inspect
     import textwrap
@@ -822,13 +863,18 @@ def _launch_literals(wrapper: Callable) -> dict[str, dict[str | int, object]]:
     except (OSError, TypeError, SyntaxError):
         return {}
     found: dict[str, dict[str | int, object]] = {}
+    aliases, ranked = _rank_names(tree)
+
+    def by_rank(arg):
+        return PER_RANK if _is_rank(arg, aliases) else VARIES_BY_RANK
+
     for n in ast.walk(tree):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name):
             values: dict[str | int, object] = {
                 k.arg: k.value.value for k in n.keywords
                 if k.arg and isinstance(k.value, ast.Constant) and type(k.value.value) in (int, bool, str)}
-            values.update({k.arg: PER_RANK for k in n.keywords if k.arg and _mentions_rank(k.value)})
-            values.update({i: PER_RANK for i, a in enumerate(n.args) if _mentions_rank(a)})
+            values.update({k.arg: by_rank(k.value) for k in n.keywords if k.arg and _mentions_rank(k.value, ranked)})
+            values.update({i: by_rank(a) for i, a in enumerate(n.args) if _mentions_rank(a, ranked)})
             name = n.func.value.id
             found[name] = values if name not in found else {
                 k: v for k, v in values.items() if found[name].get(k, ...) == v}
