@@ -346,3 +346,38 @@ def exit_switched_off(buffer, handle, out):
     _one_shot[(min(32, triton.cdiv(numel, 4096)),)](
         handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
         BLOCK=4096, ENTRY=True, EXIT=False, CONSUME=True, OWN_ONLY=False, MEAN=False, LOOP=True, MASK=True)
+
+
+@triton.jit
+def _rank0_barrier(signal_pad_ptrs, rank: tl.constexpr, world: tl.constexpr):
+    """The course's barrier with its tl.debug_barrier() calls on rank 0 only (a blind attack's answer): rank is a
+    constexpr, so rank 1 compiles a kernel with no barrier at all."""
+    pid = tl.program_id(0)
+    if rank == 0:
+        tl.debug_barrier()
+    pads = signal_pad_ptrs.to(tl.pointer_type(tl.uint64))
+    for peer in tl.static_range(world):
+        slot = tl.load(pads + peer).to(tl.pointer_type(tl.uint32)) + pid * world + rank
+        while tl.atomic_cas(slot, 0, 1, sem="release", scope="sys") != 0:
+            pass
+    mine = tl.load(pads + rank).to(tl.pointer_type(tl.uint32)) + pid * world
+    for peer in tl.static_range(world):
+        while tl.atomic_cas(mine + peer, 1, 0, sem="acquire", scope="sys") != 1:
+            pass
+    if rank == 0:
+        tl.debug_barrier()
+
+
+@triton.jit
+def _rank0_one_shot(buffer_ptrs, signal_pad_ptrs, out_ptr, numel, rank: tl.constexpr, world: tl.constexpr,
+                    BLOCK: tl.constexpr):
+    _rank0_barrier(signal_pad_ptrs, rank, world)
+    _sum_peers(buffer_ptrs, out_ptr, numel, world, BLOCK)
+    _rank0_barrier(signal_pad_ptrs, rank, world)
+
+
+def barrier_on_rank0_only(buffer, handle, out):
+    numel = buffer.numel()
+    _rank0_one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096)

@@ -61,3 +61,11 @@ def test_a_step_reads_its_position_from_the_device_and_writes_one_cache_slot():
     model(torch.tensor([7]), pos)
     written = [(layer.k_cache[0, :, :, 0] != 0).any(0).nonzero().flatten().tolist() for layer in model.layers]
     assert written == [[4]] * TINY.layers, written
+
+
+def test_every_rmsnorm_gain_differs_from_one_and_from_the_others():
+    """Gains of exactly 1 would hide a kernel that applies one norm's gain in another's place, or none at all."""
+    model = llama.make_llama(TINY, "cpu", torch.float32)
+    gains = [model.norm] + [g for layer in model.layers for g in (layer.norm1, layer.norm2)]
+    assert all((g - 1).abs().max() > 0.05 for g in gains)
+    assert all(not torch.equal(a, b) for i, a in enumerate(gains) for b in gains[i + 1:])

@@ -60,6 +60,8 @@ ONE_SHOT_ANSWERS = [Answer(label, kind, _kernel_answer(name)) for label, kind, n
     ("out zeroed first, a second launch", "structure", "zeroed_first"),
     ("the barrier after the announcement, not before", "method", "barrier_after_announcing"),
     ("the exit handshake switched off at launch", "method", "exit_switched_off"),
+    ("barriers on rank 0 only, under an `if` on the constexpr rank (found by a blind attack)", "method",
+     "barrier_on_rank0_only"),
 ]]
 SUITE_ONE_SHOT = suite("11", 1, ch11.check_one_shot, ONE_SHOT_ANSWERS)
 
@@ -99,6 +101,7 @@ def test_lab11_exercise1_one_shot(monkeypatch, capsys):
     assert "launched 2 kernels" in verdicts["zeroed_first"].detail
     assert "between their last read of a buffer and the announcement" in verdicts["barrier_after_announcing"].detail
     assert "announces with acquire" in verdicts["signals_swapped"].detail
+    assert "as rank 1 compiles them" in verdicts["barrier_on_rank0_only"].detail
 
 
 def test_exercise1_reads_the_atomics_of_your_kernels():
@@ -357,11 +360,66 @@ def test_exercise1_reads_the_course_solution_as_right():
                if isinstance(d, ast.FunctionDef) and any("jit" in ast.unparse(x) for x in d.decorator_list)]
     assert len(kernels) >= 2
     assert ch11._read_in_source(kernels, {}) is None
+    for world in (2, 4):  # read as each rank compiles them: its launch passes rank=handle.rank
+        assert ch11._read_in_source(kernels, {}, {"one_shot_kernel": {"rank": ch11.PER_RANK, "BLOCK": 2048}},
+                                    world=world) is None
 
 
 def _launches_with_the_exit_off(buffer, handle, out):
     """An answer's function: its kernel's exit handshake is a constexpr switch, set off at launch (never run)."""
     _k[(1,)](buffer, handle.signal_pad_ptrs_dev, out, EXIT=False, BLOCK=4096)  # noqa: F821
+
+
+def _launches_with_the_rank(buffer, handle, out):
+    """An answer's function: the rank goes to the kernel by keyword and by position."""
+    _k[(1,)](buffer, handle.signal_pad_ptrs_dev, out, handle.rank, RANK=dist.get_rank(), BLOCK=4096)  # noqa: F821
+
+
+def _launches_with_a_name_set_from_the_rank(buffer, handle, out):
+    """An answer's function: the rank goes through a name of its own first."""
+    me = handle.rank
+    first = me == 0
+    _k[(1,)](buffer, handle.signal_pad_ptrs_dev, out, me, RANK=first, BLOCK=4096)  # noqa: F821
+
+
+def test_exercise1_reads_the_kernels_as_each_rank_compiles_them():
+    """A barrier under `if rank == 0:` on a constexpr rank is read as rank 1 compiles it: absent. A right answer
+    that skips its own rank's flag under `if peer != rank:` still passes on every rank."""
+    launch = ch11._launch_literals(_launches_with_the_rank)
+    assert launch == {"_k": {3: ch11.PER_RANK, "RANK": ch11.PER_RANK, "BLOCK": 4096}}
+    assert ch11._launch_literals(_launches_with_a_name_set_from_the_rank) == {
+        "_k": {3: ch11.PER_RANK, "RANK": ch11.VARIES_BY_RANK, "BLOCK": 4096}}
+    computed = ("def _k(p, o, q, rank, RANK: tl.constexpr, BLOCK: tl.constexpr):\n"
+                "    if RANK:\n        tl.debug_barrier()\n"
+                "    while tl.atomic_cas(p, 0, 1, sem='release', scope='sys') != 0:\n        pass\n"
+                "    while tl.atomic_cas(p + 1, 1, 0, sem='acquire', scope='sys') != 1:\n        pass\n"
+                "    tl.debug_barrier()\n    tl.store(o, tl.load(o + 1))\n"
+                "    while tl.atomic_cas(p, 0, 1, sem='release', scope='sys') != 0:\n        pass\n"
+                "    while tl.atomic_cas(p + 1, 1, 0, sem='acquire', scope='sys') != 1:\n        pass\n"
+                "    tl.debug_barrier()\n")
+    computed_launch = ch11._launch_literals(_launches_with_a_name_set_from_the_rank)
+    assert ch11._handshakes([computed], launch=computed_launch, rank=0)[1] == 2  # the if's barrier: not every rank's
+    assert ch11._handshakes([computed], every_program=False, launch=computed_launch, rank=0)[1] == 3
+    shake = ("def _shake(p, rank: tl.constexpr):\n    if rank == 0:\n        tl.debug_barrier()\n"
+             "    while tl.atomic_cas(p, 0, 1, sem='release', scope='sys') != 0:\n        pass\n"
+             "    while tl.atomic_cas(p + 1, 1, 0, sem='acquire', scope='sys') != 1:\n        pass\n"
+             "    if rank == 0:\n        tl.debug_barrier()\n")
+    for how in ("rank", "RANK"):
+        kernel = (f"def _k(p, o, q, rank, RANK: tl.constexpr, BLOCK: tl.constexpr):\n    _shake(p, {how})\n"
+                  f"    tl.store(o, tl.load(o + 1))\n    _shake(p, {how})\n")
+        assert ch11._read_in_source([shake, kernel], {}, launch) is None  # the rank not known: the side with more
+        broken = ch11._read_in_source([shake, kernel], {}, launch, world=2)
+        assert broken is not None and "as rank 1 compiles them" in str(broken) and "debug_barrier() 0" in str(broken)
+    own = ("def _shake(p, rank: tl.constexpr, world: tl.constexpr):\n    tl.debug_barrier()\n"
+           "    for peer in tl.static_range(world):\n        if peer != rank:\n"
+           "            while tl.atomic_cas(p + peer, 0, 1, sem='release', scope='sys') != 0:\n                pass\n"
+           "    for peer in tl.static_range(world):\n        if peer != rank:\n"
+           "            while tl.atomic_cas(p + 8 + peer, 1, 0, sem='acquire', scope='sys') != 1:\n"
+           "                pass\n    tl.debug_barrier()\n")
+    for world in ("world", "2"):
+        kernel = (f"def _k(p, o, q, rank, RANK: tl.constexpr, BLOCK: tl.constexpr):\n    _shake(p, RANK, {world})\n"
+                  f"    tl.store(o, tl.load(o + 1))\n    _shake(p, RANK, {world})\n")
+        assert ch11._read_in_source([own, kernel], {}, launch, world=2) is None, world
 
 
 def test_exercise1_reads_constexprs_fixed_at_launch():

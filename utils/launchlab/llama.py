@@ -120,11 +120,14 @@ def make_llama(config: LlamaConfig, device: str | torch.device, dtype: torch.dty
                attention: Attention = masked_attention, seed: int = 0) -> LlamaDecoder:
     """The model with seeded random weights, in evaluation mode on `device`."""
     gen = torch.Generator().manual_seed(seed)
+    gains = torch.Generator().manual_seed(seed + 1)   # its own stream: the matrices are the same with or without it
     model = LlamaDecoder(config, dtype, attention)
     with torch.no_grad():  # a gain of 2, as the toy decoder's: greedy decoding wanders instead of repeating
         for p in model.parameters():
             if p.dim() == 2:
                 p.copy_(torch.randn(p.shape, generator=gen) * (2 * p.shape[1] ** -0.5))
+            else:  # RMSNorm gains near 1, not exactly 1: a kernel that applies one in the wrong place shows
+                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=gains))
     return model.to(device).eval().requires_grad_(False)
 
 

@@ -464,9 +464,10 @@ def _atomics_off_system_scope(sources: list[str], names: dict | None = None) -> 
 _PER_PROGRAM = {"program_id", "num_programs", "load", "arange"}  # calls whose value differs between programs
 
 
-def _per_program_names(defs: dict) -> dict[str, set[str]]:
+def _per_program_names(defs: dict, seeds: dict | None = None) -> dict[str, set[str]]:
     """Per kernel or helper, the names whose value may differ from one program to the next: bound to
-    tl.program_id() or a load, or computed from such a name, or a helper's parameter passed one."""
+    tl.program_id() or a load, or computed from such a name, or a helper's parameter passed one, or one of `seeds`
+    (a kernel's parameters the launch computes from the rank)."""
     import ast
 
     def varies(expr, tainted: set[str]) -> bool:
@@ -478,7 +479,7 @@ def _per_program_names(defs: dict) -> dict[str, set[str]]:
                 return True
         return False
 
-    tainted: dict[str, set[str]] = {name: set() for name in defs}
+    tainted: dict[str, set[str]] = {name: set((seeds or {}).get(name, ())) for name in defs}
     changed = True
     while changed:
         changed = False
@@ -577,8 +578,8 @@ class _TooLarge(Exception):
     """The kernels unroll into more than the reading below will follow: their static rules are left to the runs."""
 
 
-def _events(sources: list[str], names: dict | None = None,
-            launch: dict | None = None) -> list[list[tuple[str, bool]]]:
+def _events(sources: list[str], names: dict | None = None, launch: dict | None = None,
+            rank: int | None = None) -> list[list[tuple[str, bool]]]:
     """Per launched kernel, in the order one program runs them: ("B", sure) for a tl.debug_barrier(), ("W", sure)
     for a wait (a loop that spins on an atomic which does not raise the flag), ("A", sure) for an announcement (an
     atomic that raises one), followed by ("X", sure) where it is an exchange outside a spin, ("Z", sure) for a spin
@@ -587,14 +588,27 @@ def _events(sources: list[str], names: dict | None = None,
     test those literals decide takes its side. Not sure: a barrier or wait that some programs or sizes skip (under
     an `if` on a value that differs between programs, unless both sides run the same, or in a runtime loop whose
     bounds are computed from values that are not constexpr, or in a spin loop's body). An `if` on anything else (a
-    constexpr) takes the side with more. A spin is a `while` that spins on an atomic (_spun_on). Raises _TooLarge
-    past a budget of events."""
+    constexpr) takes the side with more, unless the launch fixes it: a literal, or `rank` for an argument computed
+    from the rank (PER_RANK; left unknown when rank is None). A spin is a `while` that spins on an atomic
+    (_spun_on). Raises _TooLarge past a budget of events."""
     import ast
 
     aliases, constants = _names(names)
     trees, _, _ = _kernel_calls(sources, names)
     defs = {d.name: d for t in trees for d in ast.walk(t) if isinstance(d, ast.FunctionDef)}
-    per_program = _per_program_names(defs)
+    def launch_params(name: str) -> dict:
+        """The kernel's launch values by parameter name (positions mapped to names)."""
+        named = {}
+        for key, v in (launch or {}).get(name, {}).items():
+            if isinstance(key, int):
+                args = defs[name].args.posonlyargs + defs[name].args.args
+                key = args[key].arg if key < len(args) else None
+            if key is not None:
+                named[key] = v
+        return named
+
+    per_program = _per_program_names(defs, {name: {k for k, v in launch_params(name).items() if v is VARIES_BY_RANK}
+                                            for name in defs})
     budget = [20_000]
 
     scope = {name: {k: v for k, v in constants.items() if k not in _own_names(fn)} for name, fn in defs.items()}
@@ -722,23 +736,30 @@ def _events(sources: list[str], names: dict | None = None,
     called_somewhere = {n.func.id for t in trees for n in ast.walk(t)
                         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in defs}
     launched = [name for name in defs if name not in called_somewhere]  # the kernels launched, not called
-    return [walk(defs[name].body, name, dict((launch or {}).get(name, {})), frozenset()) for name in launched]
+
+    def at_launch(name: str) -> dict:
+        """The kernel's parameters the launch fixes: literals, and the rank itself bound to `rank`."""
+        return {key: rank if v is PER_RANK else v for key, v in launch_params(name).items()
+                if v is not VARIES_BY_RANK and (v is not PER_RANK or rank is not None)}
+
+    return [walk(defs[name].body, name, at_launch(name), frozenset()) for name in launched]
 
 
 def _handshakes(sources: list[str], every_program: bool = True, names: dict | None = None,
-                launch: dict | None = None) -> tuple[int, int, int]:
+                launch: dict | None = None, rank: int | None = None) -> tuple[int, int, int]:
     """(atomics, tl.debug_barrier() calls, waits) in the answer's Triton kernels as one program runs them (see
     _events): those every program is sure to run, or, not every_program, all of them."""
     _, _, calls = _kernel_calls(sources, names)
     atomics = sum(called.startswith("atomic_") for _, called in calls)
-    runs = [e for kernel in _events(sources, names, launch) for e in kernel if e[1] or not every_program]
+    runs = [e for kernel in _events(sources, names, launch, rank) for e in kernel if e[1] or not every_program]
     return atomics, sum(kind == "B" for kind, _ in runs), sum(kind == "W" for kind, _ in runs)
 
 
-def _barrier_before_exit(sources: list[str], names: dict | None = None, launch: dict | None = None) -> bool:
+def _barrier_before_exit(sources: list[str], names: dict | None = None, launch: dict | None = None,
+                         rank: int | None = None) -> bool:
     """Whether every program runs a tl.debug_barrier() between its last load of data and the announcement after
     it, so no thread still reads a peer's buffer when the peer hears it may go on."""
-    for kernel in _events(sources, names, launch):
+    for kernel in _events(sources, names, launch, rank):
         reads = [i for i, (kind, _) in enumerate(kernel) if kind == "R"]
         after = [i for i, (kind, _) in enumerate(kernel) if kind == "A" and reads and i > reads[-1]]
         if after and not any(kind == "B" and sure for kind, sure in kernel[reads[-1]:after[0]]):
@@ -746,12 +767,12 @@ def _barrier_before_exit(sources: list[str], names: dict | None = None, launch: 
     return True
 
 
-def _announcements_wait_for_a_free_slot(sources: list[str], names: dict | None = None,
-                                        launch: dict | None = None) -> bool:
+def _announcements_wait_for_a_free_slot(sources: list[str], names: dict | None = None, launch: dict | None = None,
+                                        rank: int | None = None) -> bool:
     """Whether every announcement made outside a spin by an exchange, an or or a max (`tl.atomic_xchg(slot, 1)`)
     follows a spin until that slot reads 0: on a slot the peer has not consumed yet it writes 1 over 1, and one
     announcement is lost (an add counts, so it loses none)."""
-    for kernel in _events(sources, names, launch):
+    for kernel in _events(sources, names, launch, rank):
         free = False
         for kind, _ in kernel:
             if kind == "Z":
@@ -763,10 +784,11 @@ def _announcements_wait_for_a_free_slot(sources: list[str], names: dict | None =
     return True
 
 
-def _waits_after_sum(sources: list[str], names: dict | None = None, launch: dict | None = None) -> bool:
+def _waits_after_sum(sources: list[str], names: dict | None = None, launch: dict | None = None,
+                     rank: int | None = None) -> bool:
     """Whether every kernel that reads data waits for its peers after its last read, in every program: the wait
     before returning, after which no peer reads this rank's buffer."""
-    for kernel in _events(sources, names, launch):
+    for kernel in _events(sources, names, launch, rank):
         reads = [i for i, (kind, _) in enumerate(kernel) if kind == "R"]
         waits = [i for i, (kind, sure) in enumerate(kernel) if kind == "W" and sure]
         if reads and not (waits and waits[-1] > reads[-1]):
@@ -774,10 +796,64 @@ def _waits_after_sum(sources: list[str], names: dict | None = None, launch: dict
     return True
 
 
-def _launch_literals(wrapper: Callable) -> dict[str, dict[str, object]]:
+class _PerRank:
+    """A launch argument computed from the rank: PER_RANK when it is the rank itself (`rank=handle.rank`), a
+    constexpr each rank compiles with its own value, so the kernels are read once per rank; VARIES_BY_RANK when it is
+    computed from the rank (`FIRST=handle.rank == 0`), so an `if` on it is read as one on tl.program_id()."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+PER_RANK, VARIES_BY_RANK = _PerRank("PER_RANK"), _PerRank("VARIES_BY_RANK")
+
+
+def _is_rank(expr, aliases: frozenset) -> bool:
+    """Whether an expression is the rank itself: `rank` or a name set to it, `.rank`, or get_rank()."""
+    import ast
+
+    return ((isinstance(expr, ast.Name) and expr.id in aliases) or (isinstance(expr, ast.Attribute)
+            and expr.attr == "rank") or (isinstance(expr, ast.Call) and (getattr(expr.func, "attr", None)
+                                                                          or getattr(expr.func, "id", None)) == "get_rank"))
+
+
+def _mentions_rank(expr, ranked: frozenset = frozenset({"rank"})) -> bool:
+    """Whether an expression reads the rank: a name in `ranked`, an attribute `.rank`, or a call to get_rank()."""
+    import ast
+
+    return any(_is_rank(n, ranked) for n in ast.walk(expr))
+
+
+def _rank_names(tree) -> tuple[frozenset, frozenset]:
+    """The names the wrapper sets to the rank itself (`r = handle.rank`; `rank` always), and every name it sets from
+    the rank in any way (`first = r == 0`), to a fixed point."""
+    import ast
+
+    aliases, ranked = {"rank"}, {"rank"}
+    assigns = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and n.value]
+    changed = True
+    while changed:
+        changed = False
+        for n in assigns:
+            targets = [t for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)]
+            for group, test in ((aliases, _is_rank), (ranked, _mentions_rank)):
+                if test(n.value, frozenset(group)):
+                    for t in targets:
+                        if t.id not in group:
+                            group.add(t.id)
+                            changed = True
+    return frozenset(aliases), frozenset(ranked)
+
+
+def _launch_literals(wrapper: Callable) -> dict[str, dict[str | int, object]]:
     """Per kernel the answer's function launches (`kernel[grid](..., EXIT=False)`), the literals it passes by
-    keyword: constexprs fixed at launch, so an `if EXIT:` in the kernel is read as it runs. Where two launches of a
-    kernel disagree on a name, the name is left out."""
+    keyword: constexprs fixed at launch, so an `if EXIT:` in the kernel is read as it runs; and PER_RANK for each
+    argument computed from the rank, by keyword or by position (an int key), so an `if rank == 0:` is read as each
+    rank runs it (VARIES_BY_RANK for one computed from the rank, read as a value that differs between programs).
+    Where two launches of a kernel disagree on a name, the name is left out."""
     import ast
     import inspect
     import textwrap
@@ -786,11 +862,19 @@ def _launch_literals(wrapper: Callable) -> dict[str, dict[str, object]]:
         tree = ast.parse(textwrap.dedent(inspect.getsource(wrapper)))
     except (OSError, TypeError, SyntaxError):
         return {}
-    found: dict[str, dict[str, object]] = {}
+    found: dict[str, dict[str | int, object]] = {}
+    aliases, ranked = _rank_names(tree)
+
+    def by_rank(arg):
+        return PER_RANK if _is_rank(arg, aliases) else VARIES_BY_RANK
+
     for n in ast.walk(tree):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name):
-            values = {k.arg: k.value.value for k in n.keywords
-                      if k.arg and isinstance(k.value, ast.Constant) and type(k.value.value) in (int, bool, str)}
+            values: dict[str | int, object] = {
+                k.arg: k.value.value for k in n.keywords
+                if k.arg and isinstance(k.value, ast.Constant) and type(k.value.value) in (int, bool, str)}
+            values.update({k.arg: by_rank(k.value) for k in n.keywords if k.arg and _mentions_rank(k.value, ranked)})
+            values.update({i: by_rank(a) for i, a in enumerate(n.args) if _mentions_rank(a, ranked)})
             name = n.func.value.id
             found[name] = values if name not in found else {
                 k: v for k, v in values.items() if found[name].get(k, ...) == v}
@@ -803,9 +887,25 @@ _LATENT = ("The Triton this course runs happens to place a barrier around a spin
            "right today; Triton does not promise it")
 
 
-def _read_in_source(sources: list[str], names: dict, launch: dict | None = None) -> CheckFailed | None:
+def _read_in_source(sources: list[str], names: dict, launch: dict | None = None,
+                    world: int | None = None) -> CheckFailed | None:
     """The first of exercise 1's rules read in the kernels' source that they break, or None: what races show only
-    now and then, checked every time."""
+    now and then, checked every time. Where the launch passes the rank, the kernels are read as each of the `world`
+    ranks compiles them, so a barrier under `if rank == 0:` is missing on the other ranks."""
+    per_rank = world is not None and any(v is PER_RANK for kernel in (launch or {}).values() for v in kernel.values())
+    for rank in range(world) if per_rank else (None,):
+        broken = _read_rules(sources, names, launch, rank)
+        if broken is not None:
+            if rank is not None and any(_read_rules(sources, names, launch, other) is None for other in range(world)):
+                return CheckFailed(f"as rank {rank} compiles them (an `if` on the rank takes another side there): "
+                                   f"{broken}", hint=broken.hint)
+            return broken
+    return None
+
+
+def _read_rules(sources: list[str], names: dict, launch: dict | None, rank: int | None) -> CheckFailed | None:
+    """_read_in_source's rules, for one rank's values of the launch arguments computed from the rank (None: not
+    bound)."""
     loose = _atomics_off_system_scope(sources, names)
     if loose:
         return CheckFailed(f"{len(loose)} atomic(s) in your kernels do not order memory across GPUs: {loose[0]}",
@@ -816,8 +916,8 @@ def _read_in_source(sources: list[str], names: dict, launch: dict | None = None)
     # One thread of a program runs a scalar atomic. Triton 3.6 happens to put a bar.sync around a spin-loop atomic
     # whose result it uses (the result travels through shared memory), so a kernel without tl.debug_barrier()
     # runs right today; nothing in Triton promises it, so the barrier is read in the source.
-    atomics, barriers, waits = _handshakes(sources, names=names, launch=launch)
-    _, any_barriers, any_waits = _handshakes(sources, every_program=False, names=names, launch=launch)
+    atomics, barriers, waits = _handshakes(sources, names=names, launch=launch, rank=rank)
+    _, any_barriers, any_waits = _handshakes(sources, every_program=False, names=names, launch=launch, rank=rank)
     skipped = (" ({} more under an `if` on a value that differs between programs, such as tl.program_id(), or in a "
                "loop whose bounds are computed: some programs or sizes skip them)")
     if atomics and waits < 2:  # the race a slow reader shows only now and then: read, so it is caught every time
@@ -825,14 +925,14 @@ def _read_in_source(sources: list[str], names: dict, launch: dict | None = None)
                            + (skipped.format(any_waits - waits) if any_waits > waits else "")
                            + f": {_TWO_WAITS}",
                            hint=RACE_HINTS["slow reader"])
-    if atomics and not _announcements_wait_for_a_free_slot(sources, names, launch):
+    if atomics and not _announcements_wait_for_a_free_slot(sources, names, launch, rank):
         return CheckFailed("your kernels announce with an exchange, an or or a max (tl.atomic_xchg(slot, 1)) "
                            "without first waiting for the slot to read 0",
                            hint="if the peer has not yet consumed your last announcement, the new one writes 1 over 1 "
                                 "and is lost, and the peer's next wait never ends: announce with "
                                 "tl.atomic_cas(slot, 0, 1, sem=\"release\", scope=\"sys\") in a loop that spins "
                                 "while it returns 1, as the spec says")
-    if atomics and not _waits_after_sum(sources, names, launch):
+    if atomics and not _waits_after_sum(sources, names, launch, rank):
         return CheckFailed(f"your kernels wait for their peers only before they read the peers' buffers, not after: "
                            f"{_TWO_WAITS}", hint=RACE_HINTS["slow reader"])
     if atomics and barriers < 2 * min(waits, 2):
@@ -844,7 +944,7 @@ def _read_in_source(sources: list[str], names: dict, launch: dict | None = None)
                                 "without tl.debug_barrier() before announcing, the announcement can reach a peer "
                                 "while other threads of the program still read its buffer, and without one after the "
                                 f"wait, other threads can read before the wait is over. {_LATENT}")
-    if atomics and not _barrier_before_exit(sources, names, launch):
+    if atomics and not _barrier_before_exit(sources, names, launch, rank):
         return CheckFailed("your kernels announce that they are done without a tl.debug_barrier() between their last "
                            "read of a buffer and the announcement, in every program",
                            hint="one thread runs the announcing atomic; a barrier just before it keeps it until every "
@@ -929,7 +1029,7 @@ def check_one_shot(one_shot_all_reduce: Callable) -> str:
                                   hint=f"{RACE_HINTS[g['case']]}; and {RACE_HINTS['slow reader' if g['case'] == 'late writer' else 'late writer']}")
     sources, names = rank_checks.kernel_sources(one_shot_all_reduce), rank_checks.kernel_globals(one_shot_all_reduce)
     try:
-        broken = _read_in_source(sources, names, _launch_literals(one_shot_all_reduce))
+        broken = _read_in_source(sources, names, _launch_literals(one_shot_all_reduce), world=len(rows))
     except Exception as e:  # noqa: BLE001  kernels this reading cannot follow (too large, or a form it does not
         # know): the runs above judged them, and the reader's failure is not the learner's
         print(f"(lab 11's checker could not read your kernels' source: {type(e).__name__}; the runs above judged "
