@@ -96,7 +96,8 @@ def test_lab11_exercise1_one_shot(monkeypatch, capsys):
     assert "debug_barrier" in verdicts["no_thread_barrier"].detail
     # a late writer's race or, where the run missed it, the waits read in the source
     assert any(why in verdicts["return_without_waiting"].detail
-               for why in ("wait for their peers 1 time(s)", "writes its input late", "reads slowly"))
+               for why in ("wait for their peers 1 time(s)", "only before they read", "writes its input late",
+                           "reads slowly"))
     assert "more under an `if`" in verdicts["barrier_in_program0"].detail
     assert "launched 2 kernels" in verdicts["zeroed_first"].detail
     assert "between their last read of a buffer and the announcement" in verdicts["barrier_after_announcing"].detail
@@ -887,3 +888,22 @@ def test_lab11_exercise3_tp_mlp(monkeypatch, capsys):
     copy = verdicts["on_a_copy"]
     assert "read x as it is now" in copy.detail or "capture on x itself" in copy.hint
     assert "not bfloat16" in verdicts["float32_out"].detail
+
+
+def test_exercise1_per_rank_reading_gives_a_blind_attack_its_verdicts():
+    """A blind attack's 61 answers (tests/lab11_rank_answers.py), rank-dependent barriers and waits in many
+    disguises and right answers with rank-dependent code, read as each of two ranks compiles them. One is a known
+    limit: a kernel picked by rank in the wrapper (`k = a if rank == 0 else b`) is read as two kernels launched, and
+    rank 1's missing handshake is left to the runs, where its peer waits in vain."""
+    import lab11_rank_answers as attack
+
+    limits = {"W30_pick_kernel_by_rank"}
+    wrong = []
+    for a in attack.ANSWERS:
+        if a["name"] in limits:
+            continue
+        broken = ch11._read_in_source(a["sources"], a["names"], ch11._launch_literals(a["wrapper"]), world=2)
+        if (broken is None) != (a["intended"] == "right"):
+            wrong.append(f"{a['name']} ({a['intended']}): {'PASS' if broken is None else broken}")
+    assert not wrong, "\n".join(wrong)
+    assert len(attack.ANSWERS) == 61 and sum(a["intended"] == "right" for a in attack.ANSWERS) == 17

@@ -579,7 +579,7 @@ class _TooLarge(Exception):
 
 
 def _events(sources: list[str], names: dict | None = None, launch: dict | None = None,
-            rank: int | None = None) -> list[list[tuple[str, bool]]]:
+            rank: int | None = None, world: int | None = None) -> list[list[tuple[str, bool]]]:
     """Per launched kernel, in the order one program runs them: ("B", sure) for a tl.debug_barrier(), ("W", sure)
     for a wait (a loop that spins on an atomic which does not raise the flag), ("A", sure) for an announcement (an
     atomic that raises one), followed by ("X", sure) where it is an exchange outside a spin, ("Z", sure) for a spin
@@ -668,7 +668,7 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
                 bound = {p: v for p, a in zip(params(helper), n.args, strict=False)
                          if (v := value(a, fn, env)) is not ...}
                 bound.update({k.arg: v for k in n.keywords if k.arg and (v := value(k.value, fn, env)) is not ...})
-                found += walk(helper.body, name, bound, seen | {fn})
+                found += body(walk(helper.body, name, bound, seen | {fn}))
         return found
 
     def trips(loop, fn: str, env: dict):
@@ -691,9 +691,26 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
         return not all(isinstance(b, (ast.Name, ast.Constant, ast.Attribute)) or all(
             n.id in static for n in ast.walk(b) if isinstance(n, ast.Name)) for b in bounds)
 
+    def ends(side: list) -> bool:
+        """Whether a side's events end in a return: nothing after it runs."""
+        return bool(side) and side[-1][0] == "E"
+
+    def body(side: list) -> list:
+        """A side's events without its closing return."""
+        return side[:-1] if ends(side) else side
+
     def walk(stmts: list, fn: str, env: dict, seen: frozenset) -> list:
+        """The events of a statement list, ending in ("E", True) where it returns."""
         events = []
+        env = dict(env)  # a name set from a value the launch decides (ME: tl.constexpr = rank) is read after it
         for i, stmt in enumerate(stmts):
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.IfExp):  # `f() if c else g()` alone
+                stmt = ast.If(test=stmt.value.test, body=[ast.Expr(stmt.value.body)],
+                              orelse=[ast.Expr(stmt.value.orelse)])
+            if isinstance(stmt, ast.Return):
+                if stmt.value is not None:
+                    events += calls_in(stmt.value, fn, env, seen)
+                return events + [("E", True)]
             if isinstance(stmt, ast.If):
                 events += calls_in(stmt.test, fn, env, seen)
                 decided = value(stmt.test, fn, env)
@@ -701,23 +718,32 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
                 other = walk(stmt.orelse, fn, env, seen)
                 if decided is not ...:
                     events += then if decided else other
+                    if ends(then if decided else other):
+                        return events
                 elif varies(stmt.test, fn):
                     same = [k for k, _ in then if k not in "RS"] == [k for k, _ in other if k not in "RS"]
+                    if ends(then) or ends(other):  # some programs return here: what follows, only some run
+                        if same:
+                            return events + then + [e for e in body(other) if e[0] in "RS"]
+                        return events + unsure(body(then) + body(other)) + unsure(
+                            body(walk(stmts[i + 1:], fn, env, seen)))
                     events += (then + [e for e in other if e[0] in "RS"]) if same else unsure(then + other)
                 else:
                     def weight(side):
                         return sum(sure for kind, sure in side if kind not in "RS")
-                    events += max(then, other, key=weight) + [e for e in min(then, other, key=weight)
-                                                              if e[0] in "RS"]
+                    more = max(then, other, key=weight)
+                    events += more + [e for e in body(min(then, other, key=weight)) if e[0] in "RS"]
+                    if ends(more):
+                        return events
             elif isinstance(stmt, ast.For):
                 events += calls_in(stmt.iter, fn, env, seen)
                 span = trips(stmt, fn, env)
                 if span is not None:
                     for i in span:  # unrolled, as tl.static_range is
-                        events += walk(stmt.body, fn, {**env, stmt.target.id: i}, seen)
+                        events += body(walk(stmt.body, fn, {**env, stmt.target.id: i}, seen))
                 else:
-                    body = walk(stmt.body, fn, env, seen)
-                    events += unsure(body) if may_skip(stmt, fn) else body
+                    inner = body(walk(stmt.body, fn, env, seen))
+                    events += unsure(inner) if may_skip(stmt, fn) else inner
             elif isinstance(stmt, ast.While):
                 events += calls_in(stmt.test, fn, env, seen, spinning=True)
                 atomics = [n for n in _spun_on(stmt, stmts[:i], defs) if is_atomic(n)]
@@ -726,11 +752,20 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
                     events.append(("W", True))
                 elif atomics and _awaits_zero(stmt.test):
                     events.append(("Z", True))  # waits for the slot to be free: the last announcement consumed
-                events += unsure(walk(stmt.body, fn, env, seen))
+                events += unsure(body(walk(stmt.body, fn, env, seen)))
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             else:
                 events += calls_in(stmt, fn, env, seen)
+                targets = (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                           if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else [])
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        v = value(stmt.value, fn, env) if len(targets) == 1 else ...
+                        if v is ...:
+                            env.pop(t.id, None)
+                        else:
+                            env[t.id] = v
         return events
 
     called_somewhere = {n.func.id for t in trees for n in ast.walk(t)
@@ -738,28 +773,30 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
     launched = [name for name in defs if name not in called_somewhere]  # the kernels launched, not called
 
     def at_launch(name: str) -> dict:
-        """The kernel's parameters the launch fixes: literals, and the rank itself bound to `rank`."""
-        return {key: rank if v is PER_RANK else v for key, v in launch_params(name).items()
-                if v is not VARIES_BY_RANK and (v is not PER_RANK or rank is not None)}
+        """The kernel's parameters the launch fixes: literals, the rank itself bound to `rank` and the world size to
+        `world` (while the kernels are read per rank)."""
+        bound = {PER_RANK: rank, PER_WORLD: world if rank is not None else None}
+        return {key: bound.get(v, v) for key, v in launch_params(name).items()
+                if v is not VARIES_BY_RANK and bound.get(v, v) is not None}
 
-    return [walk(defs[name].body, name, at_launch(name), frozenset()) for name in launched]
+    return [body(walk(defs[name].body, name, at_launch(name), frozenset())) for name in launched]
 
 
 def _handshakes(sources: list[str], every_program: bool = True, names: dict | None = None,
-                launch: dict | None = None, rank: int | None = None) -> tuple[int, int, int]:
+                launch: dict | None = None, rank: int | None = None, world: int | None = None) -> tuple[int, int, int]:
     """(atomics, tl.debug_barrier() calls, waits) in the answer's Triton kernels as one program runs them (see
     _events): those every program is sure to run, or, not every_program, all of them."""
     _, _, calls = _kernel_calls(sources, names)
     atomics = sum(called.startswith("atomic_") for _, called in calls)
-    runs = [e for kernel in _events(sources, names, launch, rank) for e in kernel if e[1] or not every_program]
+    runs = [e for kernel in _events(sources, names, launch, rank, world) for e in kernel if e[1] or not every_program]
     return atomics, sum(kind == "B" for kind, _ in runs), sum(kind == "W" for kind, _ in runs)
 
 
 def _barrier_before_exit(sources: list[str], names: dict | None = None, launch: dict | None = None,
-                         rank: int | None = None) -> bool:
+                         rank: int | None = None, world: int | None = None) -> bool:
     """Whether every program runs a tl.debug_barrier() between its last load of data and the announcement after
     it, so no thread still reads a peer's buffer when the peer hears it may go on."""
-    for kernel in _events(sources, names, launch, rank):
+    for kernel in _events(sources, names, launch, rank, world):
         reads = [i for i, (kind, _) in enumerate(kernel) if kind == "R"]
         after = [i for i, (kind, _) in enumerate(kernel) if kind == "A" and reads and i > reads[-1]]
         if after and not any(kind == "B" and sure for kind, sure in kernel[reads[-1]:after[0]]):
@@ -768,11 +805,11 @@ def _barrier_before_exit(sources: list[str], names: dict | None = None, launch: 
 
 
 def _announcements_wait_for_a_free_slot(sources: list[str], names: dict | None = None, launch: dict | None = None,
-                                        rank: int | None = None) -> bool:
+                                        rank: int | None = None, world: int | None = None) -> bool:
     """Whether every announcement made outside a spin by an exchange, an or or a max (`tl.atomic_xchg(slot, 1)`)
     follows a spin until that slot reads 0: on a slot the peer has not consumed yet it writes 1 over 1, and one
     announcement is lost (an add counts, so it loses none)."""
-    for kernel in _events(sources, names, launch, rank):
+    for kernel in _events(sources, names, launch, rank, world):
         free = False
         for kind, _ in kernel:
             if kind == "Z":
@@ -785,10 +822,10 @@ def _announcements_wait_for_a_free_slot(sources: list[str], names: dict | None =
 
 
 def _waits_after_sum(sources: list[str], names: dict | None = None, launch: dict | None = None,
-                     rank: int | None = None) -> bool:
+                     rank: int | None = None, world: int | None = None) -> bool:
     """Whether every kernel that reads data waits for its peers after its last read, in every program: the wait
     before returning, after which no peer reads this rank's buffer."""
-    for kernel in _events(sources, names, launch, rank):
+    for kernel in _events(sources, names, launch, rank, world):
         reads = [i for i, (kind, _) in enumerate(kernel) if kind == "R"]
         waits = [i for i, (kind, sure) in enumerate(kernel) if kind == "W" and sure]
         if reads and not (waits and waits[-1] > reads[-1]):
@@ -799,7 +836,8 @@ def _waits_after_sum(sources: list[str], names: dict | None = None, launch: dict
 class _PerRank:
     """A launch argument computed from the rank: PER_RANK when it is the rank itself (`rank=handle.rank`), a
     constexpr each rank compiles with its own value, so the kernels are read once per rank; VARIES_BY_RANK when it is
-    computed from the rank (`FIRST=handle.rank == 0`), so an `if` on it is read as one on tl.program_id()."""
+    computed from the rank (`FIRST=handle.rank == 0`), so an `if` on it is read as one on tl.program_id(); PER_WORLD
+    when it is the world size, bound to the number of ranks while the kernels are read per rank."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -808,52 +846,105 @@ class _PerRank:
         return self.name
 
 
-PER_RANK, VARIES_BY_RANK = _PerRank("PER_RANK"), _PerRank("VARIES_BY_RANK")
+PER_RANK, VARIES_BY_RANK, PER_WORLD = _PerRank("PER_RANK"), _PerRank("VARIES_BY_RANK"), _PerRank("PER_WORLD")
+
+
+def _called_name(n) -> str | None:
+    """The name a call calls: `f` for f(...) and x.f(...)."""
+    return getattr(n.func, "attr", None) or getattr(n.func, "id", None)
 
 
 def _is_rank(expr, aliases: frozenset) -> bool:
-    """Whether an expression is the rank itself: `rank` or a name set to it, `.rank`, or get_rank()."""
+    """Whether an expression is the rank itself: `rank` or a name set to it, `.rank`, a call whose name says rank
+    (get_rank(), a helper of the learner's), the RANK environment variable, or this rank's device index (the ranks
+    run one to a GPU, in order), read through int() or not."""
     import ast
 
-    return ((isinstance(expr, ast.Name) and expr.id in aliases) or (isinstance(expr, ast.Attribute)
-            and expr.attr == "rank") or (isinstance(expr, ast.Call) and (getattr(expr.func, "attr", None)
-                                                                          or getattr(expr.func, "id", None)) == "get_rank"))
+    if isinstance(expr, ast.Call) and _called_name(expr) == "int" and len(expr.args) == 1:
+        return _is_rank(expr.args[0], aliases)
+    return ((isinstance(expr, ast.Name) and expr.id in aliases)
+            or (isinstance(expr, ast.Attribute) and (expr.attr == "rank" or (
+                expr.attr == "index" and isinstance(expr.value, ast.Attribute) and expr.value.attr == "device")))
+            or (isinstance(expr, ast.Call) and ("rank" in (_called_name(expr) or "").lower()
+                                                or _called_name(expr) == "current_device"))
+            or (isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant)
+                and "RANK" in str(expr.slice.value)))
+
+
+def _is_world(expr, aliases: frozenset) -> bool:
+    """Whether an expression is the world size: `world` or a name set to it, `.world_size`, get_world_size()."""
+    import ast
+
+    return ((isinstance(expr, ast.Name) and expr.id in aliases)
+            or (isinstance(expr, ast.Attribute) and expr.attr == "world_size")
+            or (isinstance(expr, ast.Call) and _called_name(expr) == "get_world_size"))
 
 
 def _mentions_rank(expr, ranked: frozenset = frozenset({"rank"})) -> bool:
-    """Whether an expression reads the rank: a name in `ranked`, an attribute `.rank`, or a call to get_rank()."""
+    """Whether an expression reads the rank anywhere in it (see _is_rank; `ranked`: the names that hold it)."""
     import ast
 
     return any(_is_rank(n, ranked) for n in ast.walk(expr))
 
 
-def _rank_names(tree) -> tuple[frozenset, frozenset]:
-    """The names the wrapper sets to the rank itself (`r = handle.rank`; `rank` always), and every name it sets from
-    the rank in any way (`first = r == 0`), to a fixed point."""
+def _assigned(tree) -> list[tuple[object, object]]:
+    """(target name node, value) for every name the function sets, tuples unpacked pairwise
+    (`r, w = handle.rank, handle.world_size`)."""
     import ast
 
-    aliases, ranked = {"rank"}, {"rank"}
-    assigns = [n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and n.value]
+    pairs = []
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and n.value is not None:
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                if isinstance(t, ast.Name):
+                    pairs.append((t, n.value))
+                elif isinstance(t, ast.Tuple):
+                    values = n.value.elts if isinstance(n.value, ast.Tuple) and len(n.value.elts) == len(t.elts) \
+                        else [n.value] * len(t.elts)
+                    pairs += [(e, v) for e, v in zip(t.elts, values, strict=True) if isinstance(e, ast.Name)]
+    return pairs
+
+
+def _under_rank_test(tree, ranked: frozenset) -> set[int]:
+    """ids of the nodes the wrapper runs only under an `if` whose test reads the rank: what one rank does and
+    another does not."""
+    import ast
+
+    inside: set[int] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.If, ast.IfExp)) and _mentions_rank(n.test, ranked):
+            for branch in (n.body, n.orelse) if isinstance(n, ast.If) else ([n.body], [n.orelse]):
+                for stmt in branch:
+                    inside.update(id(x) for x in ast.walk(stmt))
+    return inside
+
+
+def _rank_names(tree) -> tuple[frozenset, frozenset, frozenset]:
+    """The names the wrapper sets to the rank itself (`r = handle.rank`; `rank` always), every name it sets from the
+    rank in any way (`first = r == 0`, or set under an `if` on the rank), and the names it sets to the world size,
+    each to a fixed point."""
+    aliases, ranked, worlds = {"rank"}, {"rank"}, {"world", "world_size"}
+    pairs = _assigned(tree)
     changed = True
     while changed:
         changed = False
-        for n in assigns:
-            targets = [t for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)]
-            for group, test in ((aliases, _is_rank), (ranked, _mentions_rank)):
-                if test(n.value, frozenset(group)):
-                    for t in targets:
-                        if t.id not in group:
-                            group.add(t.id)
-                            changed = True
-    return frozenset(aliases), frozenset(ranked)
+        controlled = _under_rank_test(tree, frozenset(ranked))
+        for target, value in pairs:
+            for group, test in ((aliases, _is_rank), (ranked, _mentions_rank), (worlds, _is_world)):
+                if target.id not in group and (test(value, frozenset(group)) or (
+                        group is ranked and id(target) in controlled)):
+                    group.add(target.id)
+                    changed = True
+    return frozenset(aliases), frozenset(ranked), frozenset(worlds)
 
 
 def _launch_literals(wrapper: Callable) -> dict[str, dict[str | int, object]]:
-    """Per kernel the answer's function launches (`kernel[grid](..., EXIT=False)`), the literals it passes by
-    keyword: constexprs fixed at launch, so an `if EXIT:` in the kernel is read as it runs; and PER_RANK for each
-    argument computed from the rank, by keyword or by position (an int key), so an `if rank == 0:` is read as each
-    rank runs it (VARIES_BY_RANK for one computed from the rank, read as a value that differs between programs).
-    Where two launches of a kernel disagree on a name, the name is left out."""
+    """Per kernel the answer's function launches (`kernel[grid](..., EXIT=False)`), the values it passes that the
+    reading can use, by keyword or by position (an int key): literals, constexprs fixed at launch, so an `if EXIT:`
+    in the kernel is read as it runs; PER_RANK for the rank itself, so an `if rank == 0:` is read as each rank runs it;
+    VARIES_BY_RANK for a value computed from the rank, or one that launches under an `if` on the rank disagree on,
+    read as a value that differs between programs; PER_WORLD for the world size. `**cfg` from a dict literal is
+    read key by key. Where two launches of a kernel disagree on anything else, the name is left out."""
     import ast
     import inspect
     import textwrap
@@ -862,22 +953,44 @@ def _launch_literals(wrapper: Callable) -> dict[str, dict[str | int, object]]:
         tree = ast.parse(textwrap.dedent(inspect.getsource(wrapper)))
     except (OSError, TypeError, SyntaxError):
         return {}
+    aliases, ranked, worlds = _rank_names(tree)
+    controlled = _under_rank_test(tree, ranked)
+    dicts = {t.id: v for t, v in _assigned(tree) if isinstance(v, ast.Dict)}
+
+    def read(arg):
+        if _is_rank(arg, aliases):
+            return PER_RANK
+        if _mentions_rank(arg, ranked):
+            return VARIES_BY_RANK
+        if _is_world(arg, worlds):
+            return PER_WORLD
+        if isinstance(arg, ast.Constant) and type(arg.value) in (int, bool, str):
+            return arg.value
+        return ...
+
     found: dict[str, dict[str | int, object]] = {}
-    aliases, ranked = _rank_names(tree)
-
-    def by_rank(arg):
-        return PER_RANK if _is_rank(arg, aliases) else VARIES_BY_RANK
-
+    by_rank: set[str] = set()
     for n in ast.walk(tree):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name):
-            values: dict[str | int, object] = {
-                k.arg: k.value.value for k in n.keywords
-                if k.arg and isinstance(k.value, ast.Constant) and type(k.value.value) in (int, bool, str)}
-            values.update({k.arg: by_rank(k.value) for k in n.keywords if k.arg and _mentions_rank(k.value, ranked)})
-            values.update({i: by_rank(a) for i, a in enumerate(n.args) if _mentions_rank(a, ranked)})
+            keywords = []
+            for k in n.keywords:
+                if k.arg:
+                    keywords.append((k.arg, k.value))
+                elif isinstance(k.value, ast.Name) and k.value.id in dicts:   # **cfg, cfg a dict literal
+                    d = dicts[k.value.id]
+                    keywords += [(key.value, v) for key, v in zip(d.keys, d.values, strict=True)
+                                 if isinstance(key, ast.Constant) and isinstance(key.value, str)]
+            values = {key: v for key, arg in keywords + list(enumerate(n.args)) if (v := read(arg)) is not ...}
             name = n.func.value.id
-            found[name] = values if name not in found else {
-                k: v for k, v in values.items() if found[name].get(k, ...) == v}
+            if id(n) in controlled:
+                by_rank.add(name)
+            if name in found:
+                agreed = {k: v for k, v in values.items() if found[name].get(k, ...) == v}
+                if name in by_rank:  # launched one way on one rank, another way on another
+                    agreed |= {k: VARIES_BY_RANK for k in set(values) ^ set(found[name]) | {
+                        k for k in values if k in found[name] and found[name][k] != values[k]}}
+                values = agreed
+            found[name] = values
     return found
 
 
@@ -894,16 +1007,18 @@ def _read_in_source(sources: list[str], names: dict, launch: dict | None = None,
     ranks compiles them, so a barrier under `if rank == 0:` is missing on the other ranks."""
     per_rank = world is not None and any(v is PER_RANK for kernel in (launch or {}).values() for v in kernel.values())
     for rank in range(world) if per_rank else (None,):
-        broken = _read_rules(sources, names, launch, rank)
+        broken = _read_rules(sources, names, launch, rank, world)
         if broken is not None:
-            if rank is not None and any(_read_rules(sources, names, launch, other) is None for other in range(world)):
+            if rank is not None and any(_read_rules(sources, names, launch, other, world) is None
+                                        for other in range(world)):
                 return CheckFailed(f"as rank {rank} compiles them (an `if` on the rank takes another side there): "
                                    f"{broken}", hint=broken.hint)
             return broken
     return None
 
 
-def _read_rules(sources: list[str], names: dict, launch: dict | None, rank: int | None) -> CheckFailed | None:
+def _read_rules(sources: list[str], names: dict, launch: dict | None, rank: int | None,
+                world: int | None = None) -> CheckFailed | None:
     """_read_in_source's rules, for one rank's values of the launch arguments computed from the rank (None: not
     bound)."""
     loose = _atomics_off_system_scope(sources, names)
@@ -916,8 +1031,8 @@ def _read_rules(sources: list[str], names: dict, launch: dict | None, rank: int 
     # One thread of a program runs a scalar atomic. Triton 3.6 happens to put a bar.sync around a spin-loop atomic
     # whose result it uses (the result travels through shared memory), so a kernel without tl.debug_barrier()
     # runs right today; nothing in Triton promises it, so the barrier is read in the source.
-    atomics, barriers, waits = _handshakes(sources, names=names, launch=launch, rank=rank)
-    _, any_barriers, any_waits = _handshakes(sources, every_program=False, names=names, launch=launch, rank=rank)
+    atomics, barriers, waits = _handshakes(sources, names=names, launch=launch, rank=rank, world=world)
+    _, any_barriers, any_waits = _handshakes(sources, every_program=False, names=names, launch=launch, rank=rank, world=world)
     skipped = (" ({} more under an `if` on a value that differs between programs, such as tl.program_id(), or in a "
                "loop whose bounds are computed: some programs or sizes skip them)")
     if atomics and waits < 2:  # the race a slow reader shows only now and then: read, so it is caught every time
@@ -925,14 +1040,14 @@ def _read_rules(sources: list[str], names: dict, launch: dict | None, rank: int 
                            + (skipped.format(any_waits - waits) if any_waits > waits else "")
                            + f": {_TWO_WAITS}",
                            hint=RACE_HINTS["slow reader"])
-    if atomics and not _announcements_wait_for_a_free_slot(sources, names, launch, rank):
+    if atomics and not _announcements_wait_for_a_free_slot(sources, names, launch, rank, world):
         return CheckFailed("your kernels announce with an exchange, an or or a max (tl.atomic_xchg(slot, 1)) "
                            "without first waiting for the slot to read 0",
                            hint="if the peer has not yet consumed your last announcement, the new one writes 1 over 1 "
                                 "and is lost, and the peer's next wait never ends: announce with "
                                 "tl.atomic_cas(slot, 0, 1, sem=\"release\", scope=\"sys\") in a loop that spins "
                                 "while it returns 1, as the spec says")
-    if atomics and not _waits_after_sum(sources, names, launch, rank):
+    if atomics and not _waits_after_sum(sources, names, launch, rank, world):
         return CheckFailed(f"your kernels wait for their peers only before they read the peers' buffers, not after: "
                            f"{_TWO_WAITS}", hint=RACE_HINTS["slow reader"])
     if atomics and barriers < 2 * min(waits, 2):
@@ -944,7 +1059,7 @@ def _read_rules(sources: list[str], names: dict, launch: dict | None, rank: int 
                                 "without tl.debug_barrier() before announcing, the announcement can reach a peer "
                                 "while other threads of the program still read its buffer, and without one after the "
                                 f"wait, other threads can read before the wait is over. {_LATENT}")
-    if atomics and not _barrier_before_exit(sources, names, launch, rank):
+    if atomics and not _barrier_before_exit(sources, names, launch, rank, world):
         return CheckFailed("your kernels announce that they are done without a tl.debug_barrier() between their last "
                            "read of a buffer and the announcement, in every program",
                            hint="one thread runs the announcing atomic; a barrier just before it keeps it until every "
