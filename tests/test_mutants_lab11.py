@@ -907,3 +907,54 @@ def test_exercise1_per_rank_reading_gives_a_blind_attack_its_verdicts():
             wrong.append(f"{a['name']} ({a['intended']}): {'PASS' if broken is None else broken}")
     assert not wrong, "\n".join(wrong)
     assert len(attack.ANSWERS) == 61 and sum(a["intended"] == "right" for a in attack.ANSWERS) == 17
+
+
+_SHAKE_RANKED = (  # the course's handshake, with the rank a constexpr (what each of the cases below edits)
+    "def _shake(p, rank: tl.constexpr):\n    tl.debug_barrier()\n"
+    "    while tl.atomic_cas(p, 0, 1, sem='release', scope='sys') != 0:\n        pass\n"
+    "    while tl.atomic_cas(p + 1, 1, 0, sem='acquire', scope='sys') != 1:\n        pass\n"
+    "    tl.debug_barrier()\n")
+_KERNEL_RANKED = ("def _k(p, o, n, rank: tl.constexpr, BLOCK: tl.constexpr):\n    _shake(p, rank)\n"
+                  "    tl.store(o, tl.load(o + 1))\n    _shake(p, rank)\n")
+
+
+def _launches_by_rank(buffer, handle, out):
+    """An answer's function with a launch per rank, each with its own literals."""
+    if handle.rank == 0:
+        _k[(1,)](buffer, out, 4096, rank=0, BLOCK=1024)  # noqa: F821
+    else:
+        _k[(1,)](buffer, out, 4096, rank=1, BLOCK=1024)  # noqa: F821
+
+
+def _launches_the_rank(buffer, handle, out):
+    _k[(1,)](buffer, out, 4096, rank=handle.rank, BLOCK=1024)  # noqa: F821
+
+
+_SECOND_ATTACK = {  # a second blind attack's forms (found by a learner's read): (handshake, kernel, launch, right)
+    "an exit for programs past the end, the same on every rank": (
+        _SHAKE_RANKED, _KERNEL_RANKED.replace("    _shake(p, rank)\n", "    if tl.program_id(0) * BLOCK >= n:\n"
+                                              "        return\n    _shake(p, rank)\n", 1), _launches_the_rank, True),
+    "a launch per rank, each complete": (_SHAKE_RANKED, _KERNEL_RANKED, _launches_by_rank, True),
+    "`rank == 0 and tl.debug_barrier()`": (
+        _SHAKE_RANKED.replace("    tl.debug_barrier()\n", "    rank == 0 and tl.debug_barrier()\n", 1), _KERNEL_RANKED,
+        _launches_the_rank, False),
+    "a no-op of the learner's named debug_barrier": (
+        "def debug_barrier():\n    pass\n\n\n" + _SHAKE_RANKED.replace("tl.debug_barrier()", "debug_barrier()"),
+        _KERNEL_RANKED, _launches_the_rank, False),
+    "a barrier gated by a tuple indexed by the rank": (
+        _SHAKE_RANKED.replace("    tl.debug_barrier()\n", "    if (True, False)[rank]:\n        tl.debug_barrier()\n", 1),
+        _KERNEL_RANKED, _launches_the_rank, False),
+    "the second barrier before the wait, not after it": (
+        _SHAKE_RANKED.replace("    while tl.atomic_cas(p + 1, 1, 0, sem='acquire', scope='sys') != 1:\n        pass\n"
+                              "    tl.debug_barrier()\n", "    tl.debug_barrier()\n"
+                              "    while tl.atomic_cas(p + 1, 1, 0, sem='acquire', scope='sys') != 1:\n        pass\n"),
+        _KERNEL_RANKED, _launches_the_rank, False),
+}
+
+
+@pytest.mark.parametrize("case", list(_SECOND_ATTACK))
+def test_exercise1_reads_a_second_blind_attacks_forms(case):
+    """Forms a second blind attack found: right ones pass on both ranks, wrong ones fail."""
+    shake, kernel, wrapper, right = _SECOND_ATTACK[case]
+    broken = ch11._read_in_source([shake, kernel], {}, ch11._launch_literals(wrapper), world=2)
+    assert (broken is None) == right, broken

@@ -464,7 +464,8 @@ def _atomics_off_system_scope(sources: list[str], names: dict | None = None) -> 
 _PER_PROGRAM = {"program_id", "num_programs", "load", "arange"}  # calls whose value differs between programs
 
 
-def _per_program_names(defs: dict, seeds: dict | None = None) -> dict[str, set[str]]:
+def _per_program_names(defs: dict, seeds: dict | None = None,
+                        sources: frozenset = frozenset(_PER_PROGRAM)) -> dict[str, set[str]]:
     """Per kernel or helper, the names whose value may differ from one program to the next: bound to
     tl.program_id() or a load, or computed from such a name, or a helper's parameter passed one, or one of `seeds`
     (a kernel's parameters the launch computes from the rank)."""
@@ -475,7 +476,7 @@ def _per_program_names(defs: dict, seeds: dict | None = None) -> dict[str, set[s
             if isinstance(n, ast.Name) and n.id in tainted:
                 return True
             name = isinstance(n, ast.Call) and (getattr(n.func, "attr", None) or getattr(n.func, "id", None))
-            if name in _PER_PROGRAM:
+            if name in sources:
                 return True
         return False
 
@@ -564,11 +565,23 @@ def _small_value(expr, space: dict):
                     return ...
                 left = right
             return True
-        if isinstance(n, ast.BoolOp):
-            values = [ev(v) for v in n.values]
-            if any(v is ... for v in values):
+        if isinstance(n, ast.BoolOp):   # Python's value: the first falsy (and) or truthy (or) operand, else the last
+            v = ...
+            for operand in n.values:
+                v = ev(operand)
+                if v is ...:
+                    return ...
+                if bool(v) != isinstance(n.op, ast.And):
+                    return v
+            return v
+        if isinstance(n, ast.IfExp):
+            test = ev(n.test)
+            return ... if test is ... else ev(n.body if test else n.orelse)
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Tuple):   # ("sys", "gpu")[rank]
+            index = ev(n.slice)
+            if type(index) is not int or not -len(n.value.elts) <= index < len(n.value.elts):
                 return ...
-            return all(values) if isinstance(n.op, ast.And) else any(values)
+            return ev(n.value.elts[index])
         return ...
 
     return ev(expr)
@@ -607,8 +620,9 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
                 named[key] = v
         return named
 
-    per_program = _per_program_names(defs, {name: {k for k, v in launch_params(name).items() if v is VARIES_BY_RANK}
-                                            for name in defs})
+    rank_seeds = {name: {k for k, v in launch_params(name).items() if v is VARIES_BY_RANK} for name in defs}
+    per_program = _per_program_names(defs, rank_seeds)
+    per_rank = _per_program_names(defs, rank_seeds, frozenset())   # what differs between ranks, not programs
     budget = [20_000]
 
     scope = {name: {k: v for k, v in constants.items() if k not in _own_names(fn)} for name, fn in defs.items()}
@@ -638,6 +652,9 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
         return any((isinstance(n, ast.Name) and n.id in per_program[fn]) or (isinstance(n, ast.Call) and (
             called(n) in _PER_PROGRAM)) for n in ast.walk(test))
 
+    def varies_by_rank(test, fn: str) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in per_rank[fn] for n in ast.walk(test))
+
     def unsure(events):
         return [(kind, kind in "RS") for kind, _ in events]
 
@@ -653,7 +670,7 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
             if budget[0] < 0:
                 raise _TooLarge
             name = called(n)
-            if name == "debug_barrier":
+            if name == "debug_barrier" and name not in defs:
                 found.append(("B", True))
             elif name == "store":
                 found.append(("S", True))
@@ -707,6 +724,11 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.IfExp):  # `f() if c else g()` alone
                 stmt = ast.If(test=stmt.value.test, body=[ast.Expr(stmt.value.body)],
                               orelse=[ast.Expr(stmt.value.orelse)])
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.BoolOp) and len(stmt.value.values) == 2:
+                test, then_expr = stmt.value.values   # `c and f()` runs f() only where c holds; `c or f()` where not
+                if isinstance(stmt.value.op, ast.Or):
+                    test = ast.UnaryOp(op=ast.Not(), operand=test)
+                stmt = ast.If(test=test, body=[ast.Expr(then_expr)], orelse=[])
             if isinstance(stmt, ast.Return):
                 if stmt.value is not None:
                     events += calls_in(stmt.value, fn, env, seen)
@@ -722,15 +744,25 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
                         return events
                 elif varies(stmt.test, fn):
                     same = [k for k, _ in then if k not in "RS"] == [k for k, _ in other if k not in "RS"]
-                    if ends(then) or ends(other):  # some programs return here: what follows, only some run
+                    if ends(then) and ends(other):
                         if same:
                             return events + then + [e for e in body(other) if e[0] in "RS"]
-                        return events + unsure(body(then) + body(other)) + unsure(
-                            body(walk(stmts[i + 1:], fn, env, seen)))
+                        return events + unsure(body(then) + body(other)) + [("E", True)]
+                    if ends(then) or ends(other):  # some return here, the others go on to what follows
+                        if varies_by_rank(stmt.test, fn):  # a rank that returns leaves its peers waiting
+                            return events + unsure(body(then) + body(other)) + unsure(
+                                body(walk(stmts[i + 1:], fn, env, seen)))
+                        # programs that return here read and write nothing more, on every rank alike (the same
+                        # test, the same grid): the programs that go on are the ones the rules are about
+                        events += other if ends(then) else then
+                        continue
                     events += (then + [e for e in other if e[0] in "RS"]) if same else unsure(then + other)
                 else:
                     def weight(side):
                         return sum(sure for kind, sure in side if kind not in "RS")
+                    if ends(then) != ends(other):  # a constexpr exit: read the side that goes on
+                        events += other if ends(then) else then
+                        continue
                     more = max(then, other, key=weight)
                     events += more + [e for e in body(min(then, other, key=weight)) if e[0] in "RS"]
                     if ends(more):
@@ -801,6 +833,22 @@ def _barrier_before_exit(sources: list[str], names: dict | None = None, launch: 
         after = [i for i, (kind, _) in enumerate(kernel) if kind == "A" and reads and i > reads[-1]]
         if after and not any(kind == "B" and sure for kind, sure in kernel[reads[-1]:after[0]]):
             return False
+    return True
+
+
+def _barrier_after_wait(sources: list[str], names: dict | None = None, launch: dict | None = None,
+                        rank: int | None = None, world: int | None = None) -> bool:
+    """Whether every read of data that follows a wait has a tl.debug_barrier() between them, so no thread reads a
+    peer's buffer before the one thread that waited has seen every peer's announcement."""
+    for kernel in _events(sources, names, launch, rank, world):
+        waited = False
+        for kind, _ in kernel:
+            if kind == "W":
+                waited = True
+            elif kind == "B":
+                waited = False
+            elif kind == "R" and waited:
+                return False
     return True
 
 
@@ -969,7 +1017,7 @@ def _launch_literals(wrapper: Callable) -> dict[str, dict[str | int, object]]:
         return ...
 
     found: dict[str, dict[str | int, object]] = {}
-    by_rank: set[str] = set()
+    by_rank: dict[str, list[dict]] = {}
     for n in ast.walk(tree):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name):
             keywords = []
@@ -982,16 +1030,33 @@ def _launch_literals(wrapper: Callable) -> dict[str, dict[str | int, object]]:
                                  if isinstance(key, ast.Constant) and isinstance(key.value, str)]
             values = {key: v for key, arg in keywords + list(enumerate(n.args)) if (v := read(arg)) is not ...}
             name = n.func.value.id
-            if id(n) in controlled:
-                by_rank.add(name)
-            if name in found:
-                agreed = {k: v for k, v in values.items() if found[name].get(k, ...) == v}
-                if name in by_rank:  # launched one way on one rank, another way on another
-                    agreed |= {k: VARIES_BY_RANK for k in set(values) ^ set(found[name]) | {
-                        k for k in values if k in found[name] and found[name][k] != values[k]}}
-                values = agreed
-            found[name] = values
+            if id(n) in controlled:   # launched one way on one rank, another way on another: read each way
+                by_rank.setdefault(name, []).append(values)
+                continue
+            found[name] = values if name not in found else {
+                k: v for k, v in values.items() if found[name].get(k, ...) == v}
+    for name, ways in by_rank.items():
+        ways = [way for i, way in enumerate(ways) if way not in ways[:i]]
+        if name not in found and len(ways) == 1:
+            found[name] = ways[0]
+        else:
+            found[name] = {LAUNCHES: ways + ([found[name]] if name in found else [])}
     return found
+
+
+LAUNCHES = "launched one way on one rank and another on another"   # key of _launch_literals' list of ways
+
+
+def _launch_ways(launch: dict | None) -> list[dict | None]:
+    """Each way the answer launches its kernels, one launch dict each: a kernel launched under an `if` on the rank
+    with other values on each side is read once per side."""
+    import itertools
+
+    if not launch:
+        return [launch]
+    options = [[(name, way) for way in values[LAUNCHES]] if LAUNCHES in values else [(name, values)]
+               for name, values in launch.items()]
+    return [dict(choice) for choice in itertools.product(*options)]
 
 
 _TWO_WAITS = ("a one-shot all-reduce waits twice, before it reads (every input is in) and before it returns (every "
@@ -1005,15 +1070,21 @@ def _read_in_source(sources: list[str], names: dict, launch: dict | None = None,
     """The first of exercise 1's rules read in the kernels' source that they break, or None: what races show only
     now and then, checked every time. Where the launch passes the rank, the kernels are read as each of the `world`
     ranks compiles them, so a barrier under `if rank == 0:` is missing on the other ranks."""
-    per_rank = world is not None and any(v is PER_RANK for kernel in (launch or {}).values() for v in kernel.values())
-    for rank in range(world) if per_rank else (None,):
-        broken = _read_rules(sources, names, launch, rank, world)
-        if broken is not None:
-            if rank is not None and any(_read_rules(sources, names, launch, other, world) is None
-                                        for other in range(world)):
-                return CheckFailed(f"as rank {rank} compiles them (an `if` on the rank takes another side there): "
-                                   f"{broken}", hint=broken.hint)
-            return broken
+    ways = _launch_ways(launch)
+    for way in ways:
+        per_rank = world is not None and any(v is PER_RANK for kernel in (way or {}).values() for v in kernel.values())
+        for rank in range(world) if per_rank else (None,):
+            broken = _read_rules(sources, names, way, rank, world)
+            if broken is not None:
+                if rank is not None and any(_read_rules(sources, names, way, other, world) is None
+                                            for other in range(world)):
+                    broken = CheckFailed(f"as rank {rank} compiles them (an `if` on the rank takes another side "
+                                         f"there): {broken}", hint=broken.hint)
+                if len(ways) > 1:
+                    fixed = ", ".join(f"{k}={v!r}" for kernel in way.values() for k, v in kernel.items()
+                                      if not isinstance(k, int) and not isinstance(v, _PerRank))
+                    broken = CheckFailed(f"as one of your launches runs them ({fixed}): {broken}", hint=broken.hint)
+                return broken
     return None
 
 
@@ -1059,6 +1130,12 @@ def _read_rules(sources: list[str], names: dict, launch: dict | None, rank: int 
                                 "without tl.debug_barrier() before announcing, the announcement can reach a peer "
                                 "while other threads of the program still read its buffer, and without one after the "
                                 f"wait, other threads can read before the wait is over. {_LATENT}")
+    if atomics and not _barrier_after_wait(sources, names, launch, rank, world):
+        return CheckFailed("your kernels read a buffer after a wait with no tl.debug_barrier() between them, in "
+                           "every program",
+                           hint="one thread runs the waiting atomic; a barrier right after the wait keeps every other "
+                                "thread of the program from reading a peer's buffer before the wait is over (a "
+                                f"barrier before the wait does not). {_LATENT}")
     if atomics and not _barrier_before_exit(sources, names, launch, rank, world):
         return CheckFailed("your kernels announce that they are done without a tl.debug_barrier() between their last "
                            "read of a buffer and the announcement, in every program",
