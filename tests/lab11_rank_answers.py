@@ -54,7 +54,8 @@ ANSWERS = []
 
 
 def add(name, intended, wrapper, sources, names=None, tt=None):
-    """tt(r) -> (kernel_name, constexprs) as rank r really launches it (for the CPU TTIR oracle)."""
+    """tt(r): the kernel and constexprs rank r really launches, which the attacker compiled to TTIR to check each
+    intended verdict (that oracle is not part of the course)."""
     tt = tt or (lambda r: ("one_shot_kernel", {"rank": r, "world": 2, "BLOCK": 2048}))
     ANSWERS.append(dict(name=name, intended=intended, wrapper=wrapper, sources=sources, names=names or {}, tt=tt))
 

@@ -958,3 +958,52 @@ def test_exercise1_reads_a_second_blind_attacks_forms(case):
     shake, kernel, wrapper, right = _SECOND_ATTACK[case]
     broken = ch11._read_in_source([shake, kernel], {}, ch11._launch_literals(wrapper), world=2)
     assert (broken is None) == right, broken
+
+
+def _launches_with_a_name_set_the_same_under_an_if(buffer, handle, out):
+    numel = buffer.numel()
+    if handle.rank == 0:
+        numel = buffer.numel()   # a debug check that sets it to the same value
+    _k[(4,)](buffer, out, numel, rank=handle.rank, BLOCK=1024)  # noqa: F821
+
+
+def _launches_with_the_number_of_ranks(buffer, handle, out):
+    _k[(1,)](buffer, out, 4096, rank=handle.rank, WORLD=handle.num_ranks(), BLOCK=1024)  # noqa: F821
+
+
+_RIGHT_AFTER_REVIEW = {  # right answers a review of the reading tried, each failed by a first version of it
+    "returns on both sides of an if that differs between programs": (
+        _SHAKE_RANKED, "def _k(p, o, n, rank: tl.constexpr, BLOCK: tl.constexpr):\n    _shake(p, rank)\n"
+        "    if tl.program_id(0) % 2 == 0:\n        tl.store(o, tl.load(o + 1) / 2)\n        _shake(p, rank)\n"
+        "        return\n    else:\n        tl.store(o, tl.load(o + 1))\n        _shake(p, rank)\n        return\n",
+        _launches_the_rank),
+    "a counter stepped by +=": (
+        _SHAKE_RANKED, "def _k(p, o, n, rank: tl.constexpr, BLOCK: tl.constexpr):\n    waits = 0\n    waits += 1\n"
+        "    if waits == 1:\n        _shake(p, rank)\n    tl.store(o, tl.load(o + 1))\n    _shake(p, rank)\n",
+        _launches_the_rank),
+    "the learner's own debug_barrier() around Triton's": (
+        "def debug_barrier():\n    tl.debug_barrier()\n\n\n" + _SHAKE_RANKED.replace("tl.debug_barrier()", "debug_barrier()"),
+        _KERNEL_RANKED, _launches_the_rank),
+    "a pointer loaded on a line of its own": (
+        "def _shake(pads, rank: tl.constexpr):\n    tl.debug_barrier()\n    raw = tl.load(pads + rank)\n"
+        "    slot = raw.to(tl.pointer_type(tl.uint32))\n"
+        "    while tl.atomic_cas(slot, 0, 1, sem='release', scope='sys') != 0:\n        pass\n"
+        "    raw = tl.load(pads + 1 - rank)\n    mine = raw.to(tl.pointer_type(tl.uint32))\n"
+        "    while tl.atomic_cas(mine, 1, 0, sem='acquire', scope='sys') != 1:\n        pass\n"
+        "    tl.debug_barrier()\n", _KERNEL_RANKED, _launches_the_rank),
+    "a name set to the same value under an if on the rank, then an exit past the end": (
+        _SHAKE_RANKED, _KERNEL_RANKED.replace("    _shake(p, rank)\n", "    if tl.program_id(0) * BLOCK >= n:\n"
+                                              "        return\n    _shake(p, rank)\n", 1),
+        _launches_with_a_name_set_the_same_under_an_if),
+    "the world size from num_ranks(), not the rank": (
+        _SHAKE_RANKED, "def _k(p, o, n, rank: tl.constexpr, WORLD: tl.constexpr, BLOCK: tl.constexpr):\n"
+        "    for i in tl.static_range(WORLD - 1):\n        _shake(p, rank)\n    tl.store(o, tl.load(o + 1))\n"
+        "    for i in tl.static_range(WORLD - 1):\n        _shake(p, rank)\n", _launches_with_the_number_of_ranks),
+}
+
+
+@pytest.mark.parametrize("case", list(_RIGHT_AFTER_REVIEW))
+def test_exercise1_passes_right_answers_a_review_of_the_reading_tried(case):
+    shake, kernel, wrapper = _RIGHT_AFTER_REVIEW[case]
+    broken = ch11._read_in_source([shake, kernel], {}, ch11._launch_literals(wrapper), world=2)
+    assert broken is None, broken

@@ -122,7 +122,7 @@ def make_llama(config: LlamaConfig, device: str | torch.device, dtype: torch.dty
     gen = torch.Generator().manual_seed(seed)
     gains = torch.Generator().manual_seed(seed + 1)   # its own stream: the matrices are the same with or without it
     model = LlamaDecoder(config, dtype, attention)
-    with torch.no_grad():  # a gain of 2, as the toy decoder's: greedy decoding wanders instead of repeating
+    with torch.no_grad():  # matrices scaled by 2, as the toy decoder's: greedy decoding wanders instead of repeating
         for p in model.parameters():
             if p.dim() == 2:
                 p.copy_(torch.randn(p.shape, generator=gen) * (2 * p.shape[1] ** -0.5))

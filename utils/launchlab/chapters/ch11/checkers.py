@@ -465,7 +465,7 @@ _PER_PROGRAM = {"program_id", "num_programs", "load", "arange"}  # calls whose v
 
 
 def _per_program_names(defs: dict, seeds: dict | None = None,
-                        sources: frozenset = frozenset(_PER_PROGRAM)) -> dict[str, set[str]]:
+                        varying_calls: frozenset = frozenset(_PER_PROGRAM)) -> dict[str, set[str]]:
     """Per kernel or helper, the names whose value may differ from one program to the next: bound to
     tl.program_id() or a load, or computed from such a name, or a helper's parameter passed one, or one of `seeds`
     (a kernel's parameters the launch computes from the rank)."""
@@ -476,7 +476,7 @@ def _per_program_names(defs: dict, seeds: dict | None = None,
             if isinstance(n, ast.Name) and n.id in tainted:
                 return True
             name = isinstance(n, ast.Call) and (getattr(n.func, "attr", None) or getattr(n.func, "id", None))
-            if name in sources:
+            if name in varying_calls:
                 return True
         return False
 
@@ -613,6 +613,8 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
         """The kernel's launch values by parameter name (positions mapped to names)."""
         named = {}
         for key, v in (launch or {}).get(name, {}).items():
+            if key is LAUNCHES:   # ways not yet expanded (_launch_ways): none of them is known to hold
+                continue
             if isinstance(key, int):
                 args = defs[name].args.posonlyargs + defs[name].args.args
                 key = args[key].arg if key < len(args) else None
@@ -658,11 +660,20 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
     def unsure(events):
         return [(kind, kind in "RS") for kind, _ in events]
 
+    # names a kernel turns into pointers (`raw = tl.load(pads + peer)`, then `raw.to(tl.pointer_type(...))`): a load
+    # into one reads the buffer table, not data
+    pointer_names = {name: {n.func.value.id for n in ast.walk(fn) if isinstance(n, ast.Call)
+                            and isinstance(n.func, ast.Attribute) and n.func.attr == "to"
+                            and isinstance(n.func.value, ast.Name) and "pointer_type" in ast.unparse(n)}
+                     for name, fn in defs.items()}
+
     def calls_in(expr, fn: str, env: dict, seen: frozenset, spinning: bool = False) -> list:
         found = []
         pointers = {id(n.func.value) for n in ast.walk(expr) if isinstance(n, ast.Call)
                     and isinstance(n.func, ast.Attribute) and n.func.attr == "to"
                     and "pointer_type" in ast.unparse(n)}
+        pointers |= {id(n.value) for n in ast.walk(expr) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                     and isinstance(n.targets[0], ast.Name) and n.targets[0].id in pointer_names.get(fn, ())}
         for n in ast.walk(expr):
             if not isinstance(n, ast.Call):
                 continue
@@ -670,7 +681,7 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
             if budget[0] < 0:
                 raise _TooLarge
             name = called(n)
-            if name == "debug_barrier" and name not in defs:
+            if name == "debug_barrier" and (name not in defs or isinstance(n.func, ast.Attribute)):
                 found.append(("B", True))
             elif name == "store":
                 found.append(("S", True))
@@ -745,9 +756,8 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
                 elif varies(stmt.test, fn):
                     same = [k for k, _ in then if k not in "RS"] == [k for k, _ in other if k not in "RS"]
                     if ends(then) and ends(other):
-                        if same:
-                            return events + then + [e for e in body(other) if e[0] in "RS"]
-                        return events + unsure(body(then) + body(other)) + [("E", True)]
+                        return events + (max(then, other, key=len) if same
+                                         else unsure(body(then) + body(other)) + [("E", True)])
                     if ends(then) or ends(other):  # some return here, the others go on to what follows
                         if varies_by_rank(stmt.test, fn):  # a rank that returns leaves its peers waiting
                             return events + unsure(body(then) + body(other)) + unsure(
@@ -756,23 +766,24 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
                         # test, the same grid): the programs that go on are the ones the rules are about
                         events += other if ends(then) else then
                         continue
-                    events += (then + [e for e in other if e[0] in "RS"]) if same else unsure(then + other)
+                    # the same handshakes on both sides: read the side with more reads and stores, in its order
+                    events += max(then, other, key=len) if same else unsure(then + other)
                 else:
                     def weight(side):
                         return sum(sure for kind, sure in side if kind not in "RS")
                     if ends(then) != ends(other):  # a constexpr exit: read the side that goes on
                         events += other if ends(then) else then
                         continue
-                    more = max(then, other, key=weight)
-                    events += more + [e for e in body(min(then, other, key=weight)) if e[0] in "RS"]
+                    more = max((then, other), key=lambda side: (weight(side), len(side)))
+                    events += more
                     if ends(more):
                         return events
             elif isinstance(stmt, ast.For):
                 events += calls_in(stmt.iter, fn, env, seen)
                 span = trips(stmt, fn, env)
                 if span is not None:
-                    for i in span:  # unrolled, as tl.static_range is
-                        events += body(walk(stmt.body, fn, {**env, stmt.target.id: i}, seen))
+                    for trip in span:  # unrolled, as tl.static_range is
+                        events += body(walk(stmt.body, fn, {**env, stmt.target.id: trip}, seen))
                 else:
                     inner = body(walk(stmt.body, fn, env, seen))
                     events += unsure(inner) if may_skip(stmt, fn) else inner
@@ -789,15 +800,14 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
                 continue
             else:
                 events += calls_in(stmt, fn, env, seen)
-                targets = (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                           if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else [])
-                for t in targets:
-                    if isinstance(t, ast.Name):
-                        v = value(stmt.value, fn, env) if len(targets) == 1 else ...
-                        if v is ...:
-                            env.pop(t.id, None)
-                        else:
-                            env[t.id] = v
+            simple = (isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None
+                      and len(targets := stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]) == 1
+                      and isinstance(targets[0], ast.Name))
+            for n in ast.walk(stmt):   # what this statement stores, the read no longer knows (augmented, unpacked,
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):   # set in a branch or a loop)
+                    env.pop(n.id, None)
+            if simple and (v := value(stmt.value, fn, env)) is not ...:
+                env[targets[0].id] = v
         return events
 
     called_somewhere = {n.func.id for t in trees for n in ast.walk(t)
@@ -904,7 +914,7 @@ def _called_name(n) -> str | None:
 
 def _is_rank(expr, aliases: frozenset) -> bool:
     """Whether an expression is the rank itself: `rank` or a name set to it, `.rank`, a call whose name says rank
-    (get_rank(), a helper of the learner's), the RANK environment variable, or this rank's device index (the ranks
+    (get_rank(), local_rank(), a helper of the learner's; not num_ranks()), the RANK environment variable, or this rank's device index (the ranks
     run one to a GPU, in order), read through int() or not."""
     import ast
 
@@ -913,7 +923,7 @@ def _is_rank(expr, aliases: frozenset) -> bool:
     return ((isinstance(expr, ast.Name) and expr.id in aliases)
             or (isinstance(expr, ast.Attribute) and (expr.attr == "rank" or (
                 expr.attr == "index" and isinstance(expr.value, ast.Attribute) and expr.value.attr == "device")))
-            or (isinstance(expr, ast.Call) and ("rank" in (_called_name(expr) or "").lower()
+            or (isinstance(expr, ast.Call) and ((_called_name(expr) or "").lower().endswith("rank")
                                                 or _called_name(expr) == "current_device"))
             or (isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant)
                 and "RANK" in str(expr.slice.value)))
@@ -969,10 +979,15 @@ def _under_rank_test(tree, ranked: frozenset) -> set[int]:
 
 def _rank_names(tree) -> tuple[frozenset, frozenset, frozenset]:
     """The names the wrapper sets to the rank itself (`r = handle.rank`; `rank` always), every name it sets from the
-    rank in any way (`first = r == 0`, or set under an `if` on the rank), and the names it sets to the world size,
-    each to a fixed point."""
+    rank in any way (`first = r == 0`, or set under an `if` on the rank to another value than elsewhere), and the
+    names it sets to the world size, each to a fixed point."""
+    import ast
+
     aliases, ranked, worlds = {"rank"}, {"rank"}, {"world", "world_size"}
     pairs = _assigned(tree)
+    values_of: dict[str, set[str]] = {}
+    for target, value in pairs:
+        values_of.setdefault(target.id, set()).add(ast.dump(value))
     changed = True
     while changed:
         changed = False
@@ -980,7 +995,7 @@ def _rank_names(tree) -> tuple[frozenset, frozenset, frozenset]:
         for target, value in pairs:
             for group, test in ((aliases, _is_rank), (ranked, _mentions_rank), (worlds, _is_world)):
                 if target.id not in group and (test(value, frozenset(group)) or (
-                        group is ranked and id(target) in controlled)):
+                        group is ranked and id(target) in controlled and len(values_of[target.id]) > 1)):
                     group.add(target.id)
                     changed = True
     return frozenset(aliases), frozenset(ranked), frozenset(worlds)
@@ -1028,7 +1043,12 @@ def _launch_literals(wrapper: Callable) -> dict[str, dict[str | int, object]]:
                     d = dicts[k.value.id]
                     keywords += [(key.value, v) for key, v in zip(d.keys, d.values, strict=True)
                                  if isinstance(key, ast.Constant) and isinstance(key.value, str)]
-            values = {key: v for key, arg in keywords + list(enumerate(n.args)) if (v := read(arg)) is not ...}
+            positional = []
+            for a in n.args:
+                if isinstance(a, ast.Starred):   # positions after *args are not known
+                    break
+                positional.append(a)
+            values = {key: v for key, arg in keywords + list(enumerate(positional)) if (v := read(arg)) is not ...}
             name = n.func.value.id
             if id(n) in controlled:   # launched one way on one rank, another way on another: read each way
                 by_rank.setdefault(name, []).append(values)
@@ -1044,7 +1064,7 @@ def _launch_literals(wrapper: Callable) -> dict[str, dict[str | int, object]]:
     return found
 
 
-LAUNCHES = "launched one way on one rank and another on another"   # key of _launch_literals' list of ways
+LAUNCHES = _PerRank("LAUNCHES")   # key of a kernel launched one way on one rank, another way on another
 
 
 def _launch_ways(launch: dict | None) -> list[dict | None]:
@@ -1078,8 +1098,8 @@ def _read_in_source(sources: list[str], names: dict, launch: dict | None = None,
             if broken is not None:
                 if rank is not None and any(_read_rules(sources, names, way, other, world) is None
                                             for other in range(world)):
-                    broken = CheckFailed(f"as rank {rank} compiles them (an `if` on the rank takes another side "
-                                         f"there): {broken}", hint=broken.hint)
+                    broken = CheckFailed(f"as rank {rank} compiles them (with the rank its launch passes): {broken}",
+                                         hint=broken.hint)
                 if len(ways) > 1:
                     fixed = ", ".join(f"{k}={v!r}" for kernel in way.values() for k, v in kernel.items()
                                       if not isinstance(k, int) and not isinstance(v, _PerRank))
