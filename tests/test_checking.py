@@ -480,3 +480,25 @@ def test_a_figure_off_in_one_round_is_measured_again_and_fails_only_when_off_in_
     with pytest.raises(CheckFailed, match="returned a str"):
         measured_again(wrong_type, 3)
     assert len(calls) == 1  # not measured again: no round can change a wrong type
+
+
+@pytest.mark.gpu
+def test_holding_freed_memory_counts_what_a_graph_writes_after_its_buffer_is_let_go():
+    import torch
+
+    kept, let_go = torch.zeros(4096, device="cuda"), torch.zeros(4096, device="cuda")
+    writes_kept, writes_both = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+    with torch.cuda.graph(writes_kept):
+        kept.fill_(1.0)
+    with torch.cuda.graph(writes_both):
+        kept.fill_(2.0)
+        let_go.fill_(2.0)
+    with checking.holding_freed_memory() as written:
+        writes_both.replay()
+        assert written() == 0  # nothing let go yet
+    del let_go
+    with checking.holding_freed_memory() as written:
+        writes_kept.replay()
+        assert written() == 0
+        writes_both.replay()
+        assert written() == 4096 * 4  # every byte of the let-go buffer, and nothing else

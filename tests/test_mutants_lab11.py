@@ -854,6 +854,38 @@ def float32_out(x, w_gate, w_up, w_down):
     return graph, out
 
 
+def scratch_let_go(x, w_gate, w_up, w_down):
+    out = torch.empty_like(x)
+    part = torch.empty_like(x)  # made outside the capture; only step holds it, and step is gone when this returns
+
+    def step():
+        torch.matmul(F.silu(x @ w_gate.T) * (x @ w_up.T), w_down.T, out=part)
+        dist.all_reduce(part)
+        torch.add(x, part, out=out)
+
+    step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, out
+
+
+def scratch_kept(x, w_gate, w_up, w_down):
+    """Right: the same buffer made outside the capture, kept alive beside the graph."""
+    graph, out = torch.cuda.CUDAGraph(), torch.empty_like(x)
+    graph.scratch = part = torch.empty_like(x)
+
+    def step():
+        torch.matmul(F.silu(x @ w_gate.T) * (x @ w_up.T), w_down.T, out=part)
+        dist.all_reduce(part)
+        torch.add(x, part, out=out)
+
+    step()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, out
+
+
 TP_ANSWERS = [
     Answer("partial, all-reduce, residual once (the course's)", "right", tp_mlp_graph),
     Answer("the residual on rank 0 only, functional all-reduce", "right", residual_on_rank_zero),
@@ -866,6 +898,8 @@ TP_ANSWERS = [
     Answer("a replay that runs the MLP eagerly", "structure", eager_replay),
     Answer("out written outside the graph", "bad value", out_outside),
     Answer("out in float32, not the bfloat16 of x", "unit", float32_out),
+    Answer("a scratch buffer made outside the capture and let go", "structure", scratch_let_go),
+    Answer("a scratch buffer made outside the capture, kept beside the graph", "right", scratch_kept),
     Answer("sizes that differ between ranks", "structure", padded_on_one_rank),  # judged alone: it stops a run
 ]
 SUITE_TP = suite("11", 3, ch11.check_tp_mlp, TP_ANSWERS)
@@ -888,6 +922,7 @@ def test_lab11_exercise3_tp_mlp(monkeypatch, capsys):
     copy = verdicts["on_a_copy"]
     assert "read x as it is now" in copy.detail or "capture on x itself" in copy.hint
     assert "not bfloat16" in verdicts["float32_out"].detail
+    assert "let go" in verdicts["scratch_let_go"].detail
 
 
 def test_exercise1_per_rank_reading_gives_a_blind_attack_its_verdicts():

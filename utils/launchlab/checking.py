@@ -596,6 +596,49 @@ def counting_graph_calls() -> Iterator[dict[str, int]]:
         torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.replay = begin, replay
 
 
+def _stream_at(pointer: int):
+    """The CUDA stream at this address, as torch sees streams (0: the device's default stream)."""
+    import torch
+
+    return torch.cuda.default_stream() if pointer == 0 else torch.cuda.ExternalStream(pointer)
+
+
+@contextlib.contextmanager
+def holding_freed_memory() -> Iterator[Callable[[], int]]:
+    """Hold every free block of the default memory pool, filled with 0xFF, inside the block; yields a count of the
+    held bytes changed since, which is what a graph wrote into memory its maker had let go."""
+    import torch
+
+    torch.cuda.synchronize()
+    device = torch.cuda.current_device()
+    held: list = []
+    for _ in range(4):  # a block freed while another stream used it becomes free at a later allocation: look again
+        free = [(segment["stream"], segment["segment_type"], block["size"])
+                for segment in torch.cuda.memory_snapshot()
+                if segment["device"] == device and tuple(segment["segment_pool_id"]) == (0, 0)
+                for block in segment["blocks"] if block["state"] == "inactive"]
+        if not free:
+            break
+        for stream, kind, size in free:
+            # the allocator gives each stream its own blocks, and the best fit for an exact size is a block of that
+            # size; a small segment's blocks are handed out 1 MiB at most at a time (larger requests go elsewhere)
+            with torch.cuda.stream(_stream_at(stream)):
+                while size > 0:
+                    take = min(size, 1 << 20) if kind == "small" else size
+                    held.append(torch.full((take,), 255, dtype=torch.uint8, device=device))
+                    size -= take
+    torch.cuda.synchronize()
+
+    def changed() -> int:
+        torch.cuda.synchronize()
+        return sum(int((h != 255).sum()) for h in held)
+
+    try:
+        yield changed
+    finally:
+        del held[:]
+
+
 @dataclass
 class OpCounts:
     """The ATen operations run while counting, apart by whether the current CUDA stream was capturing."""

@@ -1285,7 +1285,7 @@ TP_TOLERANCE = 2e-2            # of the MLP's largest value: bfloat16 products, 
 _TP_MLP = RankExercise('''
     import torch.nn.functional as F
     from launchlab import trace
-    from launchlab.checking import counting_graph_calls
+    from launchlab.checking import counting_graph_calls, holding_freed_memory
 
 
     def judge(learner):
@@ -1294,11 +1294,17 @@ _TP_MLP = RankExercise('''
         gate, up, down = w(MLP, WIDTH), w(MLP, WIDTH), w(WIDTH, MLP)
         part = slice(rank * MLP // world, (rank + 1) * MLP // world)
         x = torch.zeros(1, WIDTH, dtype=torch.bfloat16, device=device)
-        found = yours(learner, x, gate[part].contiguous(), up[part].contiguous(), down[:, part].contiguous())
+        shards = gate[part].contiguous(), up[part].contiguous(), down[:, part].contiguous()  # the caller keeps these
+        found = yours(learner, x, *shards)
         if not (isinstance(found, tuple) and len(found) == 2 and isinstance(found[0], torch.cuda.CUDAGraph)
                 and isinstance(found[1], torch.Tensor)):
             return {"returned": type(found).__name__}
         graph, out = found
+        with holding_freed_memory() as freed_written:  # what the answer let go is someone else's from here on
+            return judge_replays(graph, out, x, gate, up, down, gen, freed_written)
+
+
+    def judge_replays(graph, out, x, gate, up, down, gen, freed_written):
         errors, replays, spread, seen = [], 0, 0.0, []
         for token in range(3):  # fresh tokens into x, the same on every rank: the replay must read x as it is now
             fresh = torch.randn(1, WIDTH, generator=gen, device=device).to(torch.bfloat16)
@@ -1320,7 +1326,7 @@ _TP_MLP = RankExercise('''
         launches = trace.launch_counts(events)
         kernels = [i.name for i in trace.intervals(events, {"kernel"})]
         return {"errors": errors, "replays": replays, "spread": spread, "graph_launches": launches.graphs,
-                "stale": all(torch.equal(seen[0], later) for later in seen[1:]),
+                "stale": all(torch.equal(seen[0], later) for later in seen[1:]), "freed_written": freed_written(),
                 "kernel_launches": launches.kernels, "nccl_kernels": sum("nccl" in k.lower() for k in kernels),
                 "shape": list(out.shape), "dtype": str(out.dtype).removeprefix("torch.")}
 ''', "nccl", lambda: {"SEED": checking.rng().randrange(10_000), "WIDTH": TP_WIDTH, "MLP": TP_MLP,
@@ -1359,6 +1365,13 @@ def check_tp_mlp(tp_mlp_graph: Callable) -> str:
         if r["replays"] != 1:
             raise CheckFailed(f"{where}: one call of graph.replay() made {r['replays']} graph replays",
                               hint="return the torch.cuda.CUDAGraph itself: its replay runs the captured work")
+        if r["freed_written"]:
+            raise CheckFailed(f"{where}: the replays wrote {r['freed_written']:,} bytes of memory your function had "
+                              "let go when it returned: a buffer made outside the capture that nothing keeps; the "
+                              "memory is handed to the next tensor made, and every replay overwrites it",
+                              hint="make the buffers the graph writes inside the capture (the graph keeps those), or "
+                                   "keep a reference to each for as long as the graph lives (return it, or hold it "
+                                   "beside the graph)")
         worst = max(r["errors"])
         if not worst <= TP_TOLERANCE:
             if r["stale"]:
