@@ -1306,8 +1306,9 @@ _TP_MLP = RankExercise('''
 
     def judge_replays(graph, out, x, gate, up, down, gen, freed_written):
         errors, replays, spread, seen = [], 0, 0.0, []
-        for token in range(3):  # fresh tokens into x, the same on every rank: the replay must read x as it is now
-            fresh = torch.randn(1, WIDTH, generator=gen, device=device).to(torch.bfloat16)
+        for scale in (1, 1, 1, 30):  # fresh tokens into x, the same on every rank: the replay must read x as it is now;
+            # the last one with activations of the size outlier features reach, where a SiLU written with exp overflows
+            fresh = (scale * torch.randn(1, WIDTH, generator=gen, device=device)).to(torch.bfloat16)
             x.copy_(fresh)
             a = fresh.float()
             want = a + (F.silu(a @ gate.float().T) * (a @ up.float().T)) @ down.float().T
@@ -1336,8 +1337,8 @@ _TP_MLP = RankExercise('''
           "compute this rank's part, silu(x @ w_gate.T) * (x @ w_up.T) @ w_down.T, all-reduce it (the sum) and add "
           "x once; warm up on a side stream, capture all of it into one graph writing a buffer you return with it")
 def check_tp_mlp(tp_mlp_graph: Callable) -> str:
-    """Three fresh tokens through one replay on each of two ranks: out is the whole model's x + MLP(x) within 2% of
-    the MLP's largest value, the same on both ranks; one graph launch, one NCCL kernel, nothing launched outside it; and
+    """Four fresh tokens (one 30 times larger) through one replay on each of two ranks: out is the whole model's
+    x + MLP(x) within 2% of the MLP's largest value, the same on both ranks; one graph launch, one NCCL kernel, nothing launched outside it; and
     one rank alone (the whole MLP on one GPU) the same."""
     if gpu_count() < 2:
         raise CheckFailed(f"this exercise {checking.NEEDS_GPU} for each of its 2 ranks, and this machine has "
@@ -1403,9 +1404,9 @@ def check_tp_mlp(tp_mlp_graph: Callable) -> str:
         raise CheckFailed("on one rank alone, holding the whole MLP, out is not x + MLP(x)",
                           hint="use the world size the ranks were started with (dist.get_world_size()), never a "
                                "number typed in: two ranks cannot tell x / 2 from x / world")
-    return (f"3 fresh tokens on each of two ranks and on one rank alone: x + MLP(x) of the whole model within "
-            f"{max(max(r['errors']) for r in rows):.2g} of the MLP's largest value, the same on both ranks; one graph "
-            "launch running one NCCL kernel, nothing launched outside it")
+    return ("4 fresh tokens (one 30 times larger) on each of two ranks and on one rank alone: x + MLP(x) of the "
+            f"whole model within {max(max(r['errors']) for r in rows):.2g} of the MLP's largest value, the same on both "
+            "ranks; one graph launch running one NCCL kernel, nothing launched outside it")
 
 
 def judged_together(checker: Callable, answers: Iterable[Callable]) -> AbstractContextManager[None]:
