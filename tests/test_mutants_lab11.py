@@ -886,6 +886,24 @@ def scratch_kept(x, w_gate, w_up, w_down):
     return graph, out
 
 
+def sigmoid_by_exp(x, w_gate, w_up, w_down):
+    """SiLU written as z * exp(z) / (1 + exp(z)): exp overflows past z = 88, and inf / inf is NaN (a blind attack's)."""
+    out = torch.empty_like(x)
+
+    def step():
+        z = x @ w_gate.T
+        e = torch.exp(z)
+        part = ((z * e / (1 + e)) * (x @ w_up.T)) @ w_down.T
+        dist.all_reduce(part)
+        out.copy_(x + part)
+
+    step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, out
+
+
 TP_ANSWERS = [
     Answer("partial, all-reduce, residual once (the course's)", "right", tp_mlp_graph),
     Answer("the residual on rank 0 only, functional all-reduce", "right", residual_on_rank_zero),
@@ -900,6 +918,7 @@ TP_ANSWERS = [
     Answer("out in float32, not the bfloat16 of x", "unit", float32_out),
     Answer("a scratch buffer made outside the capture and let go", "structure", scratch_let_go),
     Answer("a scratch buffer made outside the capture, kept beside the graph", "right", scratch_kept),
+    Answer("SiLU written with exp", "bad value", sigmoid_by_exp),
     Answer("sizes that differ between ranks", "structure", padded_on_one_rank),  # judged alone: it stops a run
 ]
 SUITE_TP = suite("11", 3, ch11.check_tp_mlp, TP_ANSWERS)
