@@ -904,6 +904,42 @@ def sigmoid_by_exp(x, w_gate, w_up, w_down):
     return graph, out
 
 
+def scratch_made_in_the_warm_up(x, w_gate, w_up, w_down):
+    out = torch.empty_like(x)
+
+    def step(part):
+        torch.matmul(F.silu(x @ w_gate.T) * (x @ w_up.T), w_down.T, out=part)
+        dist.all_reduce(part)
+        torch.add(x, part, out=out)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        part = torch.empty_like(x)  # made on the warm-up's stream; nothing keeps it once this returns
+        step(part)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step(part)
+    return graph, out
+
+
+def weights_transposed_and_let_go(x, w_gate, w_up, w_down):
+    gate_t, up_t, down_t = w_gate.T.contiguous(), w_up.T.contiguous(), w_down.T.contiguous()  # read, then let go
+    out = torch.empty_like(x)
+
+    def step():
+        part = (F.silu(x @ gate_t) * (x @ up_t)) @ down_t
+        dist.all_reduce(part)
+        out.copy_(x + part)
+
+    step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, out
+
+
 TP_ANSWERS = [
     Answer("partial, all-reduce, residual once (the course's)", "right", tp_mlp_graph),
     Answer("the residual on rank 0 only, functional all-reduce", "right", residual_on_rank_zero),
@@ -919,6 +955,8 @@ TP_ANSWERS = [
     Answer("a scratch buffer made outside the capture and let go", "structure", scratch_let_go),
     Answer("a scratch buffer made outside the capture, kept beside the graph", "right", scratch_kept),
     Answer("SiLU written with exp", "bad value", sigmoid_by_exp),
+    Answer("a scratch buffer made in the side stream's warm-up and let go", "structure", scratch_made_in_the_warm_up),
+    Answer("weights transposed outside the capture and let go", "structure", weights_transposed_and_let_go),
     Answer("sizes that differ between ranks", "structure", padded_on_one_rank),  # judged alone: it stops a run
 ]
 SUITE_TP = suite("11", 3, ch11.check_tp_mlp, TP_ANSWERS)
@@ -942,6 +980,9 @@ def test_lab11_exercise3_tp_mlp(monkeypatch, capsys):
     assert "read x as it is now" in copy.detail or "capture on x itself" in copy.hint
     assert "not bfloat16" in verdicts["float32_out"].detail
     assert "let go" in verdicts["scratch_let_go"].detail
+    assert "let go" in verdicts["scratch_made_in_the_warm_up"].detail
+    assert "reads a buffer" in verdicts["weights_transposed_and_let_go"].detail
+    assert "could not be held" not in verdicts["tp_mlp_graph"].detail
 
 
 def test_exercise1_per_rank_reading_gives_a_blind_attack_its_verdicts():
