@@ -6,6 +6,7 @@ one pair of ranks in turn (`ch11.judged_together`).
 """
 
 import math
+import os
 import statistics
 
 import numpy as np
@@ -1102,3 +1103,28 @@ def test_exercise1_passes_right_answers_a_review_of_the_reading_tried(case):
     shake, kernel, wrapper = _RIGHT_AFTER_REVIEW[case]
     broken = ch11._read_in_source([shake, kernel], {}, ch11._launch_literals(wrapper), world=2)
     assert broken is None, broken
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_count() < 2, reason="needs two CUDA GPUs")
+@pytest.mark.skipif(os.environ.get("LAUNCHLAB_ATTACKS") != "1", reason="a blind attack's 34 answers: LAUNCHLAB_ATTACKS=1")
+def test_lab11_exercise3_blind_attack(monkeypatch, capsys):
+    """34 answers by someone who had not read the checker (13 right, 21 wrong), each run on two ranks and one by its
+    author first: the checker must give each its intended verdict."""
+    import lab11_ex3_answers as attack
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    stops_a_run = {"wrong_allreduce_on_outside_stream", "wrong_async_allreduce_never_waited"}
+    verdicts = {}
+    with ch11.judged_together(ch11.check_tp_mlp, [fn for name, _, fn in attack.ANSWERS if name not in stops_a_run]):
+        for name, _, fn in attack.ANSWERS:
+            if name not in stops_a_run:
+                verdicts[name] = ch11.check_tp_mlp(fn)
+    for name, _, fn in attack.ANSWERS:
+        if name in stops_a_run:
+            verdicts[name] = ch11.check_tp_mlp(fn)
+    capsys.readouterr()
+    wrong = [f"{name} ({intended}): {'PASS' if verdicts[name] else 'FAIL'} {verdicts[name].detail}"
+             for name, intended, _ in attack.ANSWERS if bool(verdicts[name]) != (intended == "right")]
+    print("\n".join(f"{name}: {'PASS' if v else 'FAIL'} {v.detail[:200]}" for name, v in verdicts.items()))
+    assert not wrong, "\n".join(wrong)
