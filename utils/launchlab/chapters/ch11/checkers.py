@@ -1294,7 +1294,8 @@ _TP_MLP = RankExercise('''
         gate, up, down = w(MLP, WIDTH), w(MLP, WIDTH), w(WIDTH, MLP)
         part = slice(rank * MLP // world, (rank + 1) * MLP // world)
         x = torch.zeros(1, WIDTH, dtype=torch.bfloat16, device=device)
-        shards = gate[part].contiguous(), up[part].contiguous(), down[:, part].contiguous()  # the caller keeps these
+        # kept here, as a caller keeps its weights: the answer owes them nothing, and let go they would be held and filled
+        shards = gate[part].contiguous(), up[part].contiguous(), down[:, part].contiguous()
         found = yours(learner, x, *shards)
         if not (isinstance(found, tuple) and len(found) == 2 and isinstance(found[0], torch.cuda.CUDAGraph)
                 and isinstance(found[1], torch.Tensor)):
