@@ -483,22 +483,34 @@ def test_a_figure_off_in_one_round_is_measured_again_and_fails_only_when_off_in_
 
 
 @pytest.mark.gpu
-def test_holding_freed_memory_counts_what_a_graph_writes_after_its_buffer_is_let_go():
+@pytest.mark.parametrize("where", ["default stream", "side stream", "large block", "awaiting another stream"])
+def test_holding_freed_memory_counts_what_a_graph_writes_after_its_buffer_is_let_go(where, monkeypatch):
     import torch
 
-    kept, let_go = torch.zeros(4096, device="cuda"), torch.zeros(4096, device="cuda")
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    elements = (3 << 20) if where == "large block" else 4096     # 12 MiB: the large pool; 16 KiB: the small one
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side if where == "side stream" else torch.cuda.current_stream()):
+        kept, let_go = torch.zeros(4096, device="cuda"), torch.zeros(elements, device="cuda")
+    torch.cuda.synchronize()
     writes_kept, writes_both = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
     with torch.cuda.graph(writes_kept):
         kept.fill_(1.0)
     with torch.cuda.graph(writes_both):
         kept.fill_(2.0)
         let_go.fill_(2.0)
-    with checking.holding_freed_memory() as written:
+    with checking.holding_freed_memory() as held:
         writes_both.replay()
-        assert written() == 0  # nothing let go yet
+        assert held.written() == 0  # nothing let go yet
+    if where == "awaiting another stream":
+        let_go.record_stream(side)   # freed only once the allocator sees side's work done
     del let_go
-    with checking.holding_freed_memory() as written:
+    with checking.holding_freed_memory() as held:
+        assert held.unheld == 0
         writes_kept.replay()
-        assert written() == 0
+        assert held.written() == 0
         writes_both.replay()
-        assert written() == 4096 * 4  # every byte of the let-go buffer, and nothing else
+        assert held.written() == elements * 4  # every byte of the let-go buffer (2.0f has no 0xFF byte), nothing else
+        held.refill(0)
+        writes_both.replay()
+        assert held.written() == elements  # against zeros, only the float's high byte (0x40) shows

@@ -6,6 +6,7 @@ one pair of ranks in turn (`ch11.judged_together`).
 """
 
 import math
+import os
 import statistics
 
 import numpy as np
@@ -886,6 +887,60 @@ def scratch_kept(x, w_gate, w_up, w_down):
     return graph, out
 
 
+def sigmoid_by_exp(x, w_gate, w_up, w_down):
+    """SiLU written as z * exp(z) / (1 + exp(z)): exp overflows past z = 88, and inf / inf is NaN (a blind attack's)."""
+    out = torch.empty_like(x)
+
+    def step():
+        z = x @ w_gate.T
+        e = torch.exp(z)
+        part = ((z * e / (1 + e)) * (x @ w_up.T)) @ w_down.T
+        dist.all_reduce(part)
+        out.copy_(x + part)
+
+    step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, out
+
+
+def scratch_made_in_the_warm_up(x, w_gate, w_up, w_down):
+    out = torch.empty_like(x)
+
+    def step(part):
+        torch.matmul(F.silu(x @ w_gate.T) * (x @ w_up.T), w_down.T, out=part)
+        dist.all_reduce(part)
+        torch.add(x, part, out=out)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        part = torch.empty_like(x)  # made on the warm-up's stream; nothing keeps it once this returns
+        step(part)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step(part)
+    return graph, out
+
+
+def weights_transposed_and_let_go(x, w_gate, w_up, w_down):
+    gate_t, up_t, down_t = w_gate.T.contiguous(), w_up.T.contiguous(), w_down.T.contiguous()  # read, then let go
+    out = torch.empty_like(x)
+
+    def step():
+        part = (F.silu(x @ gate_t) * (x @ up_t)) @ down_t
+        dist.all_reduce(part)
+        out.copy_(x + part)
+
+    step()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, out
+
+
 TP_ANSWERS = [
     Answer("partial, all-reduce, residual once (the course's)", "right", tp_mlp_graph),
     Answer("the residual on rank 0 only, functional all-reduce", "right", residual_on_rank_zero),
@@ -900,6 +955,9 @@ TP_ANSWERS = [
     Answer("out in float32, not the bfloat16 of x", "unit", float32_out),
     Answer("a scratch buffer made outside the capture and let go", "structure", scratch_let_go),
     Answer("a scratch buffer made outside the capture, kept beside the graph", "right", scratch_kept),
+    Answer("SiLU written with exp", "bad value", sigmoid_by_exp),
+    Answer("a scratch buffer made in the side stream's warm-up and let go", "structure", scratch_made_in_the_warm_up),
+    Answer("weights transposed outside the capture and let go", "structure", weights_transposed_and_let_go),
     Answer("sizes that differ between ranks", "structure", padded_on_one_rank),  # judged alone: it stops a run
 ]
 SUITE_TP = suite("11", 3, ch11.check_tp_mlp, TP_ANSWERS)
@@ -923,6 +981,9 @@ def test_lab11_exercise3_tp_mlp(monkeypatch, capsys):
     assert "read x as it is now" in copy.detail or "capture on x itself" in copy.hint
     assert "not bfloat16" in verdicts["float32_out"].detail
     assert "let go" in verdicts["scratch_let_go"].detail
+    assert "let go" in verdicts["scratch_made_in_the_warm_up"].detail
+    assert "reads a buffer" in verdicts["weights_transposed_and_let_go"].detail
+    assert "could not be held" not in verdicts["tp_mlp_graph"].detail
 
 
 def test_exercise1_per_rank_reading_gives_a_blind_attack_its_verdicts():
@@ -1042,3 +1103,28 @@ def test_exercise1_passes_right_answers_a_review_of_the_reading_tried(case):
     shake, kernel, wrapper = _RIGHT_AFTER_REVIEW[case]
     broken = ch11._read_in_source([shake, kernel], {}, ch11._launch_literals(wrapper), world=2)
     assert broken is None, broken
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_count() < 2, reason="needs two CUDA GPUs")
+@pytest.mark.skipif(os.environ.get("LAUNCHLAB_ATTACKS") != "1", reason="a blind attack's 34 answers: LAUNCHLAB_ATTACKS=1")
+def test_lab11_exercise3_blind_attack(monkeypatch, capsys):
+    """34 answers by someone who had not read the checker (13 right, 21 wrong), each run on two ranks and one by its
+    author first: the checker must give each its intended verdict."""
+    import lab11_ex3_answers as attack
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    stops_a_run = {"wrong_allreduce_on_outside_stream", "wrong_async_allreduce_never_waited"}
+    verdicts = {}
+    with ch11.judged_together(ch11.check_tp_mlp, [fn for name, _, fn in attack.ANSWERS if name not in stops_a_run]):
+        for name, _, fn in attack.ANSWERS:
+            if name not in stops_a_run:
+                verdicts[name] = ch11.check_tp_mlp(fn)
+    for name, _, fn in attack.ANSWERS:
+        if name in stops_a_run:
+            verdicts[name] = ch11.check_tp_mlp(fn)
+    capsys.readouterr()
+    wrong = [f"{name} ({intended}): {'PASS' if verdicts[name] else 'FAIL'} {verdicts[name].detail}"
+             for name, intended, _ in attack.ANSWERS if bool(verdicts[name]) != (intended == "right")]
+    print("\n".join(f"{name}: {'PASS' if v else 'FAIL'} {v.detail[:200]}" for name, v in verdicts.items()))
+    assert not wrong, "\n".join(wrong)

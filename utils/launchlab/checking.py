@@ -603,40 +603,90 @@ def _stream_at(pointer: int):
     return torch.cuda.default_stream() if pointer == 0 else torch.cuda.ExternalStream(pointer)
 
 
-@contextlib.contextmanager
-def holding_freed_memory() -> Iterator[Callable[[], int]]:
-    """Hold every free block of the default memory pool, filled with 0xFF, inside the block; yields a count of the
-    held bytes changed since, which is what a graph wrote into memory its maker had let go."""
+@dataclass
+class HeldMemory:
+    """The default pool's free blocks, held and filled with one byte value: what a graph does to memory let go."""
+
+    blocks: list
+    fill: int = 255
+    unheld: int = 0    # free bytes the hold could not take (an allocator set up otherwise than by default)
+
+    def written(self) -> int:
+        """Held bytes that no longer hold the fill: written since it was made."""
+        import torch
+
+        torch.cuda.synchronize()
+        changed = 0
+        for block in self.blocks:
+            # a sum needs no temporary as large as the block; only a block that moved is counted byte by byte
+            if int(block.sum(dtype=torch.int64)) != self.fill * block.numel():
+                changed += sum(int((block[i:i + (1 << 26)] != self.fill).sum())
+                               for i in range(0, block.numel(), 1 << 26))
+        return changed
+
+    def refill(self, value: int) -> None:
+        """Fill every held block with another byte: a write of the old fill's value shows against the new one."""
+        import torch
+
+        for block in self.blocks:
+            block.fill_(value)
+        self.fill = value
+        torch.cuda.synchronize()
+
+
+def _free_blocks(device: int) -> tuple[list[tuple[int, str, int]], int]:
+    """The default pool's free blocks on this device as (stream, segment kind, bytes), and the bytes awaiting free."""
     import torch
 
+    free, pending = [], 0
+    for segment in torch.cuda.memory_snapshot():
+        if segment["device"] != device or tuple(segment["segment_pool_id"]) != (0, 0):
+            continue  # a graph's private pool is the graph's own
+        for block in segment["blocks"]:
+            if block["state"] == "inactive":
+                free.append((segment["stream"], segment["segment_type"], block["size"]))
+            elif block["state"] == "active_pending_free":
+                pending += block["size"]
+    return free, pending
+
+
+@contextlib.contextmanager
+def holding_freed_memory() -> Iterator[HeldMemory]:
+    """Hold every free block of the default memory pool, filled with 0xFF, inside the block, so that memory an answer
+    let go is no one else's and any write to it shows."""
+    import gc
+
+    import torch
+
+    gc.collect()   # a buffer reachable only through a reference cycle is let go now, not in the middle of a replay
     torch.cuda.synchronize()
     device = torch.cuda.current_device()
-    held: list = []
-    for _ in range(4):  # a block freed while another stream used it becomes free at a later allocation: look again
-        free = [(segment["stream"], segment["segment_type"], block["size"])
-                for segment in torch.cuda.memory_snapshot()
-                if segment["device"] == device and tuple(segment["segment_pool_id"]) == (0, 0)
-                for block in segment["blocks"] if block["state"] == "inactive"]
-        if not free:
+    held = HeldMemory([])
+    for _ in range(16):
+        free, pending = _free_blocks(device)
+        if not free and not pending:
             break
+        if not free:  # only blocks that waited on other streams' events: an allocation makes the allocator free them
+            held.blocks.append(torch.full((512,), 255, dtype=torch.uint8, device=device))
+            continue
         for stream, kind, size in free:
             # the allocator gives each stream its own blocks, and the best fit for an exact size is a block of that
             # size; a small segment's blocks are handed out 1 MiB at most at a time (larger requests go elsewhere)
-            with torch.cuda.stream(_stream_at(stream)):
-                while size > 0:
-                    take = min(size, 1 << 20) if kind == "small" else size
-                    held.append(torch.full((take,), 255, dtype=torch.uint8, device=device))
-                    size -= take
+            try:
+                with torch.cuda.stream(_stream_at(stream)):
+                    while size > 0:
+                        take = min(size, 1 << 20) if kind == "small" else size
+                        held.blocks.append(torch.full((take,), 255, dtype=torch.uint8, device=device))
+                        size -= take
+            except (RuntimeError, torch.OutOfMemoryError):   # a stream that is gone, or no room for the fill
+                held.unheld += size
+    else:
+        held.unheld += sum(size for _, _, size in _free_blocks(device)[0])
     torch.cuda.synchronize()
-
-    def changed() -> int:
-        torch.cuda.synchronize()
-        return sum(int((h != 255).sum()) for h in held)
-
     try:
-        yield changed
+        yield held
     finally:
-        del held[:]
+        del held.blocks[:]
 
 
 @dataclass

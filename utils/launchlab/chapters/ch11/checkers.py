@@ -1301,14 +1301,15 @@ _TP_MLP = RankExercise('''
                 and isinstance(found[1], torch.Tensor)):
             return {"returned": type(found).__name__}
         graph, out = found
-        with holding_freed_memory() as freed_written:  # what the answer let go is someone else's from here on
-            return judge_replays(graph, out, x, gate, up, down, gen, freed_written)
+        with holding_freed_memory() as held:  # what the answer let go is someone else's from here on
+            return judge_replays(graph, out, x, gate, up, down, gen, held)
 
 
-    def judge_replays(graph, out, x, gate, up, down, gen, freed_written):
+    def judge_replays(graph, out, x, gate, up, down, gen, held):
         errors, replays, spread, seen = [], 0, 0.0, []
-        for token in range(3):  # fresh tokens into x, the same on every rank: the replay must read x as it is now
-            fresh = torch.randn(1, WIDTH, generator=gen, device=device).to(torch.bfloat16)
+        for scale in (1, 1, 1, 40):  # fresh tokens into x, the same on every rank: the replay must read x as it is now;
+            # the last one with activations of the size outlier features reach, where a SiLU written with exp overflows
+            fresh = (scale * torch.randn(1, WIDTH, generator=gen, device=device)).to(torch.bfloat16)
             x.copy_(fresh)
             a = fresh.float()
             want = a + (F.silu(a @ gate.float().T) * (a @ up.float().T)) @ down.float().T
@@ -1323,11 +1324,29 @@ _TP_MLP = RankExercise('''
             everyone = got.clone()
             checkers_all_reduce(everyone)  # every rank's output, summed: equal to world x this rank's when all agree
             spread = max(spread, (everyone / world - got).abs().max().item())
+        # the last token again, with the held memory filled with zeros and then with 0xFF again: out must not move,
+        # or the graph reads memory it let go (an accumulating answer moves both times; this moves only with zeros);
+        # and every write shows against one fill or the other
+        scale_of_mlp = (want - a).abs().max()
+
+        def apart(u, v) -> float:
+            gap = (u.float() - v.float()).abs().masked_fill(u.isnan() & v.isnan(), 0)
+            return (gap.max() / scale_of_mlp).nan_to_num(float("inf")).item()
+
+        last, written, after = out.clone(), held.written(), {}
+        for fill in (0, 255):
+            held.refill(fill)
+            yours(graph.replay)
+            torch.cuda.synchronize()
+            after[fill] = out.clone()
+            written = max(written, held.written())
+        freed_read = apart(after[0], last) > 1e-3 and apart(after[255], last) <= 1e-3
         events = trace.record(graph.replay)
         launches = trace.launch_counts(events)
         kernels = [i.name for i in trace.intervals(events, {"kernel"})]
         return {"errors": errors, "replays": replays, "spread": spread, "graph_launches": launches.graphs,
-                "stale": all(torch.equal(seen[0], later) for later in seen[1:]), "freed_written": freed_written(),
+                "stale": all(torch.equal(seen[0], later) for later in seen[1:]), "freed_written": written,
+                "freed_read": freed_read, "unheld": held.unheld,
                 "kernel_launches": launches.kernels, "nccl_kernels": sum("nccl" in k.lower() for k in kernels),
                 "shape": list(out.shape), "dtype": str(out.dtype).removeprefix("torch.")}
 ''', "nccl", lambda: {"SEED": checking.rng().randrange(10_000), "WIDTH": TP_WIDTH, "MLP": TP_MLP,
@@ -1337,8 +1356,8 @@ _TP_MLP = RankExercise('''
           "compute this rank's part, silu(x @ w_gate.T) * (x @ w_up.T) @ w_down.T, all-reduce it (the sum) and add "
           "x once; warm up on a side stream, capture all of it into one graph writing a buffer you return with it")
 def check_tp_mlp(tp_mlp_graph: Callable) -> str:
-    """Three fresh tokens through one replay on each of two ranks: out is the whole model's x + MLP(x) within 2% of
-    the MLP's largest value, the same on both ranks; one graph launch, one NCCL kernel, nothing launched outside it; and
+    """Four fresh tokens (one 40 times larger) through one replay on each of two ranks: out is the whole model's
+    x + MLP(x) within 2% of the MLP's largest value, the same on both ranks; one graph launch, one NCCL kernel, nothing launched outside it; and
     one rank alone (the whole MLP on one GPU) the same."""
     if gpu_count() < 2:
         raise CheckFailed(f"this exercise {checking.NEEDS_GPU} for each of its 2 ranks, and this machine has "
@@ -1367,12 +1386,19 @@ def check_tp_mlp(tp_mlp_graph: Callable) -> str:
             raise CheckFailed(f"{where}: one call of graph.replay() made {r['replays']} graph replays",
                               hint="return the torch.cuda.CUDAGraph itself: its replay runs the captured work")
         if r["freed_written"]:
-            raise CheckFailed(f"{where}: the replays wrote {r['freed_written']:,} bytes of memory your function had "
-                              "let go when it returned: a buffer made outside the capture that nothing keeps; the "
+            raise CheckFailed(f"{where}: the replays wrote at least {r['freed_written']:,} bytes of memory your "
+                              "function had let go when it returned: a buffer made outside the capture that nothing "
+                              "keeps; the "
                               "memory is handed to the next tensor made, and every replay overwrites it",
                               hint="make the buffers the graph writes inside the capture (the graph keeps those), or "
                                    "keep a reference to each for as long as the graph lives (return it, or hold it "
                                    "beside the graph)")
+        if r["freed_read"]:
+            raise CheckFailed(f"{where}: out changes when the memory your function let go is filled with other "
+                              "bytes: the graph reads a buffer made outside the capture that nothing keeps (a copy "
+                              "of x or of a weight, say), and whatever is made there next is what it reads",
+                              hint="capture on x itself and on the weights you were given, not on copies; or make "
+                                   "what the graph reads inside the capture, or keep it alive beside the graph")
         worst = max(r["errors"])
         if not worst <= TP_TOLERANCE:
             if r["stale"]:
@@ -1404,9 +1430,11 @@ def check_tp_mlp(tp_mlp_graph: Callable) -> str:
         raise CheckFailed("on one rank alone, holding the whole MLP, out is not x + MLP(x)",
                           hint="use the world size the ranks were started with (dist.get_world_size()), never a "
                                "number typed in: two ranks cannot tell x / 2 from x / world")
-    return (f"3 fresh tokens on each of two ranks and on one rank alone: x + MLP(x) of the whole model within "
-            f"{max(max(r['errors']) for r in rows):.2g} of the MLP's largest value, the same on both ranks; one graph "
-            "launch running one NCCL kernel, nothing launched outside it")
+    return ("4 fresh tokens (one 40 times larger) on each of two ranks and on one rank alone: x + MLP(x) of the "
+            f"whole model within {max(max(r['errors']) for r in rows):.2g} of the MLP's largest value, the same on both "
+            "ranks; one graph launch running one NCCL kernel, nothing launched outside it; no write to or read of "
+            "memory let go" + (f" ({unheld:,} free bytes could not be held)"
+                               if (unheld := max(r["unheld"] for r in rows + alone)) else ""))
 
 
 def judged_together(checker: Callable, answers: Iterable[Callable]) -> AbstractContextManager[None]:
