@@ -55,11 +55,18 @@ else
     echo "no NVIDIA driver: keeping the torch already in $venv (a fresh $venv gets the tested CPU build)"
   else
     echo "no NVIDIA driver: installing CPU-only PyTorch $torch_cpu_version"
-    # A local wheel or mirror is tried first; PyTorch's CPU index is the public route.
+    # A local wheel or mirror is tried first; PyTorch's CPU index is the public route. Where neither carries the
+    # tested release's CPU build (and TORCH_CPU_VERSION names no other), PyPI's build of the same release is: its
+    # CUDA build, which runs on a CPU too, at about 4.6 GB installed against the CPU build's 0.8 GB.
     "${pip[@]}" "torch==$torch_cpu_version" 2>/dev/null \
-      || "${pip[@]}" "torch==$torch_cpu_version" --extra-index-url "$torch_cpu_index" \
-      || { echo "could not install torch $torch_cpu_version (from $torch_cpu_index or a local mirror);" \
-             "set TORCH_CPU_VERSION to a CPU build you can reach, e.g. TORCH_CPU_VERSION=2.13.0+cpu" >&2; exit 1; }
+      || "${pip[@]}" "torch==$torch_cpu_version" --extra-index-url "$torch_cpu_index" 2>/dev/null \
+      || { [ -z "${TORCH_CPU_VERSION:-}" ] \
+           && echo "PyTorch's CPU index ($torch_cpu_index) cannot be reached: installing PyPI's torch" \
+                   "$torch_version instead (the tested release's CUDA build, which runs on a CPU; about 4.6 GB)" \
+           && "${pip[@]}" "torch==$torch_version"; } \
+      || { echo "could not install torch $torch_cpu_version (from $torch_cpu_index or a local mirror) nor PyPI's" \
+             "torch $torch_version; set TORCH_CPU_VERSION to a CPU build you can reach, e.g." \
+             "TORCH_CPU_VERSION=2.13.0+cpu" >&2; exit 1; }
   fi
   "${pip[@]}" "cupy-cuda13x==$cupy_version" "cuda-core==$cuda_core_version"
 fi
