@@ -3,8 +3,9 @@
 # Usage: utils/bootstrap.sh VENV_DIR
 # It installs the versions the reference runs used, read from utils/launchlab/tested_versions.toml (the file
 # launchlab.env reads too): with an NVIDIA driver, PyPI's torch (its CUDA build), triton, CuPy for the driver's CUDA
-# major and cuda-core; without one, PyTorch's CPU-only build of the same torch release, and CuPy and cuda-core still
-# installed so their cells fail with the course's clear message. An existing torch in VENV_DIR is kept: for the
+# major and cuda-core; without one, PyTorch's CPU-only build of the same torch release (or, where it cannot be
+# installed, PyPI's build of that release), and CuPy and cuda-core still installed so their cells fail with the
+# course's clear message. An existing torch in VENV_DIR is kept: for the
 # tested versions start from a fresh VENV_DIR.
 set -euo pipefail
 venv=${1:?usage: utils/bootstrap.sh VENV_DIR}
@@ -52,21 +53,32 @@ if [ -n "$cuda_major" ]; then
     "cuda-core==$cuda_core_version"
 else
   if "$venv/bin/python" -c "import torch" 2>/dev/null; then
-    echo "no NVIDIA driver: keeping the torch already in $venv (a fresh $venv gets the tested CPU build)"
+    echo "no NVIDIA driver: keeping the torch already in $venv (a fresh $venv gets the tested release)"
   else
     echo "no NVIDIA driver: installing CPU-only PyTorch $torch_cpu_version"
-    # A local wheel or mirror is tried first; PyTorch's CPU index is the public route. Where neither carries the
-    # tested release's CPU build (and TORCH_CPU_VERSION names no other), PyPI's build of the same release is: its
-    # CUDA build, which runs on a CPU too, at about 4.6 GB installed against the CPU build's 0.8 GB.
-    "${pip[@]}" "torch==$torch_cpu_version" 2>/dev/null \
-      || "${pip[@]}" "torch==$torch_cpu_version" --extra-index-url "$torch_cpu_index" 2>/dev/null \
-      || { [ -z "${TORCH_CPU_VERSION:-}" ] \
-           && echo "PyTorch's CPU index ($torch_cpu_index) cannot be reached: installing PyPI's torch" \
-                   "$torch_version instead (the tested release's CUDA build, which runs on a CPU; about 4.6 GB)" \
-           && "${pip[@]}" "torch==$torch_version"; } \
-      || { echo "could not install torch $torch_cpu_version (from $torch_cpu_index or a local mirror) nor PyPI's" \
-             "torch $torch_version; set TORCH_CPU_VERSION to a CPU build you can reach, e.g." \
-             "TORCH_CPU_VERSION=2.13.0+cpu" >&2; exit 1; }
+    # A local wheel or mirror is tried first; PyTorch's CPU index is the public route. Where neither gives the
+    # tested release's CPU build and TORCH_CPU_VERSION names no other, PyPI's build of the same release is taken:
+    # on Linux x86_64 its CUDA build, which runs on a CPU too, at about 4.6 GB installed against the CPU build's 0.8.
+    pip_log=$(mktemp)
+    if ! "${pip[@]}" "torch==$torch_cpu_version" 2>"$pip_log" \
+        && ! "${pip[@]}" "torch==$torch_cpu_version" --extra-index-url "$torch_cpu_index" 2>"$pip_log"; then
+      echo "could not install torch $torch_cpu_version from a local mirror or $torch_cpu_index; pip said:" >&2
+      grep -v "^WARNING: Location" "$pip_log" | tail -n 3 >&2 || true
+      if [ -n "${TORCH_CPU_VERSION:-}" ]; then
+        echo "TORCH_CPU_VERSION=$TORCH_CPU_VERSION names a build pip cannot install here; name one it can reach" \
+          "(a release other than the tested $torch_version may teach differently in places)." >&2
+        exit 1
+      fi
+      echo "installing PyPI's torch $torch_version instead, the tested release (on Linux x86_64 its CUDA build," \
+        "which runs on a CPU too: a download of several GB, shown without progress)"
+      "${pip[@]}" "torch==$torch_version" || {
+        echo "could not install PyPI's torch $torch_version either (see pip's message above); set" \
+          "TORCH_CPU_VERSION to a CPU build you can reach, e.g. TORCH_CPU_VERSION=2.13.0+cpu (another release" \
+          "than the tested one)." >&2
+        exit 1
+      }
+    fi
+    rm -f "$pip_log"
   fi
   "${pip[@]}" "cupy-cuda13x==$cupy_version" "cuda-core==$cuda_core_version"
 fi
