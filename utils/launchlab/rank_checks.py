@@ -386,15 +386,25 @@ def judged_together(ex: RankExercise, answers: Iterable[Callable]) -> Iterator[N
     turn.
 
     An answer whose ranks did not all report (a rank stopped, or an answer before it left the ranks out of step)
-    is judged alone, as outside the block; answers that make the ranks disagree about their collectives, or hang,
-    are best judged alone from the start, since each one stops the shared run.
+    is judged alone, as outside the block, and the answers after it meet fresh ranks together again; answers that
+    make the ranks disagree about their collectives, or hang, are best judged alone from the start, since each one
+    stops a shared run.
     """
     fns = list(answers)
-    run, alone = _runs(_program([_source(fn) for fn in fns], ex), ex)
-    for index, fn in enumerate(fns):
-        rows_, alone_ = rows_of(run, index), rows_of(alone, index) if alone else []
-        if len(rows_) == 2 and (alone is None or alone_):
-            _TOGETHER[fn] = (rows_, alone_)
+    pending = fns
+    while pending:
+        run, alone = _runs(_program([_source(fn) for fn in pending], ex), ex)
+        first_missing = None
+        for index, fn in enumerate(pending):
+            rows_, alone_ = rows_of(run, index), rows_of(alone, index) if alone else []
+            if len(rows_) == 2 and (alone is None or alone_):
+                _TOGETHER[fn] = (rows_, alone_)
+            elif first_missing is None:
+                first_missing = index
+        if first_missing is None:
+            break
+        # the first answer without its rows stopped this run or put it out of step: it is judged alone
+        pending = [fn for fn in pending[first_missing + 1:] if fn not in _TOGETHER]
     try:
         yield
     finally:
