@@ -188,3 +188,35 @@ def test_a_kernels_body_is_followed_to_the_kernels_it_names_and_no_further():
     _, source = rank_checks._source(answer_launching_a_kernel_that_names_a_kernel)
     assert "def _outer_kernel_body(" in source and "def _inner_kernel_body(" in source
     assert "def _plain_in_a_kernel(" not in source  # nothing but a kernel can run inside one
+
+
+def summed_first(x):
+    import torch.distributed._functional_collectives as funcol
+    return funcol.all_reduce(x, "sum", dist.group.WORLD)  # noqa: F821  (dist: the ranks' own import)
+
+
+def aborts_the_rank(x):
+    import os
+    os.abort()  # a library function handed the answer's arguments may end its process: here, at once
+
+
+def summed_after(x):
+    import torch.distributed._functional_collectives as funcol
+    return funcol.wait_tensor(funcol.all_reduce(x, "sum", dist.group.WORLD))  # noqa: F821
+
+
+def test_answers_after_one_that_stops_the_shared_run_meet_fresh_ranks_together(monkeypatch):
+    """judged_together on lab 08 exercise 1 (two gloo ranks): the answer that kills its rank is left to be judged
+    alone, and the one after it is judged from a second shared run, not alone."""
+    from launchlab.chapters.ch08 import checkers as ch08
+
+    runs = []
+    real_runs = rank_checks._runs
+    monkeypatch.setattr(rank_checks, "_runs", lambda program, ex: runs.append(program) or real_runs(program, ex))
+    answers = [summed_first, aborts_the_rank, summed_after]
+    with ch08.judged_together(ch08.check_functional_all_reduce, answers):
+        together = [fn in rank_checks._TOGETHER for fn in answers]
+        assert together == [True, False, True], together
+        assert len(runs) == 2 and "def summed_after(" in runs[1] and "def summed_first(" not in runs[1]
+        assert ch08.check_functional_all_reduce(summed_after)
+    assert not any(fn in rank_checks._TOGETHER for fn in answers)

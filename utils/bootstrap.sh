@@ -60,6 +60,7 @@ else
     # tested release's CPU build and TORCH_CPU_VERSION names no other, PyPI's build of the same release is taken:
     # on Linux x86_64 its CUDA build, which runs on a CPU too, at about 4.6 GB installed against the CPU build's 0.8.
     pip_log=$(mktemp)
+    trap 'rm -f "$pip_log"' EXIT
     if ! "${pip[@]}" "torch==$torch_cpu_version" 2>"$pip_log" \
         && ! "${pip[@]}" "torch==$torch_cpu_version" --extra-index-url "$torch_cpu_index" 2>"$pip_log"; then
       echo "could not install torch $torch_cpu_version from a local mirror or $torch_cpu_index; pip said:" >&2

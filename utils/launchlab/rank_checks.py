@@ -96,7 +96,7 @@ rank, world, device = init(sys.argv[1])
 '''
 
 # The answers, one after another: a collective first checks that every rank reached the same answer (one left
-# out of step by the answer before stops the run, and the answers after it are judged alone).
+# out of step by the answer before stops the run; judged_together starts fresh ranks for the answers after it).
 EPILOGUE = '''
 for index, (name, source) in enumerate(LEARNERS):
     watchdog = Watchdog(rank, WATCHDOG_S)  # stops this rank if this answer has not finished in time
@@ -331,6 +331,9 @@ def rows_of(run: RankRun, index: int) -> list[dict]:
     return sorted((r for r in run.results() if r.get("index") == index), key=lambda r: r["rank"])
 
 
+# judged_together's shared runs at most: each answer that stops one costs a fresh start of the ranks for the rest
+MAX_SHARED_RUNS = 8
+
 # answer -> its rows from both ranks, and its row from one rank alone (exercises that run alone), inside
 # judged_together
 _TOGETHER: dict[Callable, tuple[list[dict], list[dict]]] = {}
@@ -386,16 +389,29 @@ def judged_together(ex: RankExercise, answers: Iterable[Callable]) -> Iterator[N
     turn.
 
     An answer whose ranks did not all report (a rank stopped, or an answer before it left the ranks out of step)
-    is judged alone, as outside the block; answers that make the ranks disagree about their collectives, or hang,
-    are best judged alone from the start, since each one stops the shared run.
+    is judged alone, as outside the block, and the answers after it meet fresh ranks together again (at most
+    MAX_SHARED_RUNS runs in all; after a run that hung, the rest are judged alone). Answers that make the ranks
+    disagree about their collectives, or hang, are best judged alone from the start, since each one stops a shared
+    run.
     """
     fns = list(answers)
-    run, alone = _runs(_program([_source(fn) for fn in fns], ex), ex)
-    for index, fn in enumerate(fns):
-        rows_, alone_ = rows_of(run, index), rows_of(alone, index) if alone else []
-        if len(rows_) == 2 and (alone is None or alone_):
-            _TOGETHER[fn] = (rows_, alone_)
     try:
+        pending, passes = fns, 0
+        while pending and passes < MAX_SHARED_RUNS:
+            passes += 1
+            run, alone = _runs(_program([_source(fn) for fn in pending], ex), ex)
+            first_missing = None
+            for index, fn in enumerate(pending):
+                rows_, alone_ = rows_of(run, index), rows_of(alone, index) if alone else []
+                if len(rows_) == 2 and (alone is None or alone_):
+                    _TOGETHER[fn] = (rows_, alone_)
+                elif first_missing is None:
+                    first_missing = index
+            if first_missing is None or run.timed_out:
+                break  # all judged; or an answer hung the ranks: the rest are judged alone
+            # the first answer without its rows stopped this run or put it out of step: it is judged alone, and the
+            # answers after it meet fresh ranks
+            pending = [fn for fn in pending[first_missing + 1:] if fn not in _TOGETHER]
         yield
     finally:
         for fn in fns:

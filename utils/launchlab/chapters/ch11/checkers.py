@@ -1402,7 +1402,7 @@ def check_tp_mlp(tp_mlp_graph: Callable) -> str:
         worst = max(r["errors"])
         if not worst <= TP_TOLERANCE:
             if r["stale"]:
-                raise CheckFailed(f"{where}: three different tokens gave the same out: the replay does not read x "
+                raise CheckFailed(f"{where}: four different tokens gave the same out: the replay does not read x "
                                   "as it is now, or does not write out",
                                   hint="capture your work on the x you were given (not a copy), and write out "
                                        "inside the capture")
