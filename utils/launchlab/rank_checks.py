@@ -390,7 +390,7 @@ def judged_together(ex: RankExercise, answers: Iterable[Callable]) -> Iterator[N
 
     An answer whose ranks did not all report (a rank stopped, or an answer before it left the ranks out of step)
     is judged alone, as outside the block, and the answers after it meet fresh ranks together again (at most
-    MAX_SHARED_RUNS runs in all; after a run that hung, the rest are judged alone). Answers that make the ranks
+    MAX_SHARED_RUNS runs in all; after a run that timed out, the rest are judged alone). Answers that make the ranks
     disagree about their collectives, or hang, are best judged alone from the start, since each one stops a shared
     run.
     """
@@ -407,10 +407,10 @@ def judged_together(ex: RankExercise, answers: Iterable[Callable]) -> Iterator[N
                     _TOGETHER[fn] = (rows_, alone_)
                 elif first_missing is None:
                     first_missing = index
-            if first_missing is None or run.timed_out:
+            if first_missing is None or run.timed_out or alone is not None and alone.timed_out:
                 break  # all judged; or an answer hung the ranks: the rest are judged alone
-            # the first answer without its rows stopped this run or put it out of step: it is judged alone, and the
-            # answers after it meet fresh ranks
+            # the first answer without its rows stopped this run, or follows the one that put it out of step: it is
+            # judged alone, and the answers after it meet fresh ranks
             pending = [fn for fn in pending[first_missing + 1:] if fn not in _TOGETHER]
         yield
     finally:
