@@ -79,7 +79,6 @@ else
         exit 1
       }
     fi
-    rm -f "$pip_log"
   fi
   "${pip[@]}" "cupy-cuda13x==$cupy_version" "cuda-core==$cuda_core_version"
 fi
