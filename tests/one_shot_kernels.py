@@ -381,3 +381,27 @@ def barrier_on_rank0_only(buffer, handle, out):
     _rank0_one_shot[(min(32, triton.cdiv(numel, 4096)),)](
         handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
         BLOCK=4096)
+
+
+@triton.jit
+def _bf16_one_shot(buffer_ptrs, signal_pad_ptrs, out_ptr, numel, rank: tl.constexpr, world: tl.constexpr,
+                   BLOCK: tl.constexpr):
+    """The course's barriers, with the sum kept in bfloat16: the same bits as float32's on two ranks, not on four."""
+    _barrier(signal_pad_ptrs, rank, world, True)
+    bufs = buffer_ptrs.to(tl.pointer_type(tl.uint64))
+    for start in tl.range(tl.program_id(0) * BLOCK, numel, tl.num_programs(0) * BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        inside = offs < numel
+        acc = tl.zeros([BLOCK], dtype=tl.bfloat16)
+        for peer in tl.static_range(world):
+            src = tl.load(bufs + peer).to(tl.pointer_type(tl.bfloat16))
+            acc = (acc + tl.load(src + offs, mask=inside, other=0.0)).to(tl.bfloat16)
+        tl.store(out_ptr + offs, acc, mask=inside)
+    _barrier(signal_pad_ptrs, rank, world, True)
+
+
+def sum_in_bfloat16(buffer, handle, out):
+    numel = buffer.numel()
+    _bf16_one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096)

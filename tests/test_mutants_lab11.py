@@ -63,6 +63,7 @@ ONE_SHOT_ANSWERS = [Answer(label, kind, _kernel_answer(name)) for label, kind, n
     ("the exit handshake switched off at launch", "method", "exit_switched_off"),
     ("barriers on rank 0 only, under an `if` on the constexpr rank (found by a blind attack)", "method",
      "barrier_on_rank0_only"),
+    ("the sum kept in bfloat16 (found by a blind attack)", "unit", "sum_in_bfloat16"),
 ]]
 SUITE_ONE_SHOT = suite("11", 1, ch11.check_one_shot, ONE_SHOT_ANSWERS)
 
@@ -104,6 +105,7 @@ def test_lab11_exercise1_one_shot(monkeypatch, capsys):
     assert "between their last read of a buffer and the announcement" in verdicts["barrier_after_announcing"].detail
     assert "announces with acquire" in verdicts["signals_swapped"].detail
     assert "as rank 1 compiles them" in verdicts["barrier_on_rank0_only"].detail
+    assert "16-bit type" in verdicts["sum_in_bfloat16"].detail
 
 
 def test_exercise1_reads_the_atomics_of_your_kernels():
@@ -176,6 +178,24 @@ def k(p):
 def test_exercise1_static_rules_on_kernel_sources(case):
     source, flagged = _STATIC_CASES[case]
     assert bool(ch11._atomics_off_system_scope([source])) == flagged
+
+
+_SUM_TYPES = {  # how an accumulator is started -> whether it keeps the sum in 16 bits (a blind attack's answer)
+    "acc = tl.zeros([BLOCK], tl.float32)": False,
+    "acc = tl.zeros([BLOCK], dtype=tl.float32)": False,
+    "acc = tl.full([BLOCK], 0.0, tl.float32)": False,
+    "acc = tl.zeros([BLOCK], dtype=tl.bfloat16)": True,
+    "acc = tl.zeros([BLOCK], tl.float16)": True,
+    "acc = tl.full([BLOCK], 0, dtype=tl.bfloat16)": True,
+    "acc = tl.zeros([BLOCK], dtype=out_ptr.dtype.element_ty)": True,
+}
+
+
+@pytest.mark.parametrize("start", list(_SUM_TYPES))
+def test_exercise1_reads_a_sum_kept_in_sixteen_bits(start):
+    source = f"def k(out_ptr, BLOCK: tl.constexpr):\n    {start}\n    tl.store(out_ptr, acc.to(tl.bfloat16))\n"
+    found = ch11._sums_in_sixteen_bits([source])
+    assert bool(found) == _SUM_TYPES[start] and all(f.startswith("line 2: tl.") for f in found)
 
 
 def test_exercise1_counts_a_helpers_barrier_at_each_call():

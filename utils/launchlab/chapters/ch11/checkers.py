@@ -418,6 +418,26 @@ def _passed_values(trees, node, name: str, position: int, default, constants: di
     return values_of(arg, inner, 0)
 
 
+_SIXTEEN_BITS = frozenset({"bfloat16", "float16", "element_ty"})  # element_ty: out's or a buffer's own dtype
+
+
+def _sums_in_sixteen_bits(sources: list[str], names: dict | None = None) -> list[str]:
+    """The lines of the answer's kernels that start an accumulator in a 16-bit type (`tl.zeros(..., tl.bfloat16)`,
+    `tl.full(..., dtype=out_ptr.dtype.element_ty)`): a sum kept in bfloat16 rounds after every add."""
+    import ast
+
+    _, _, calls = _kernel_calls(sources, names)
+    found = []
+    for node, called in calls:
+        if called not in ("zeros", "full"):
+            continue
+        dtype = _argument(node, "dtype", 1 if called == "zeros" else 2)
+        named = dtype.attr if isinstance(dtype, ast.Attribute) else dtype.id if isinstance(dtype, ast.Name) else None
+        if named in _SIXTEEN_BITS:
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
 def _atomics_off_system_scope(sources: list[str], names: dict | None = None) -> list[str]:
     """The atomics in the answer's Triton kernels that do not order across GPUs: a scope other than "sys", or none
     (Triton's default is the GPU's own), sem="relaxed", an announcement with acquire, or a spinning wait with
@@ -1161,6 +1181,12 @@ def _read_rules(sources: list[str], names: dict, launch: dict | None, rank: int 
                            "read of a buffer and the announcement, in every program",
                            hint="one thread runs the announcing atomic; a barrier just before it keeps it until every "
                                 f"thread of the program has finished reading the peers' buffers. {_LATENT}")
+    sixteen = _sums_in_sixteen_bits(sources, names)
+    if sixteen:
+        return CheckFailed(f"your kernels add in a 16-bit type ({sixteen[0]}): on two ranks that rounds once, as a "
+                           "float32 sum does, so the outputs here were exact; on three ranks or more it rounds after every add",
+                           hint="start the sum as tl.zeros([BLOCK], dtype=tl.float32), add each load .to(tl.float32) "
+                                "and round once, when you store into out")
     return None
 
 
