@@ -1296,8 +1296,9 @@ def check_one_shot(one_shot_all_reduce: Callable) -> str:
                           f"us an all-reduce against the library one-shot's {rows[0]['library_us']:.1f} us "
                           f"({ratio:.2f}x; at most {SLOWER_THAN_LIBRARY}x)",
                           hint="a few programs (one per 4,096 elements, 32 at most) each with its own signal slots; "
-                               "no flag for your own rank (each flag is a system-scope atomic, fenced, that the next "
-                               "one waits behind); num_warps=8; no host work in the call: launch one kernel")
+                               "no flag for your own rank (stream order already puts your input's write before the "
+                               "kernel and your caller's next write after it); num_warps=8; no host work in the call: "
+                               "launch one kernel")
     return (f"3 sizes eagerly, twice each, and graphs at 4 KB and 4 MB with each rank in turn late and slow: every "
             f"output the exact sum; at 4 KB {rows[0]['yours_us']:.1f} us an all-reduce against the library "
             f"one-shot's {rows[0]['library_us']:.1f} us ({ratio:.2f}x)")
