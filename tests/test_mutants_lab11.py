@@ -63,7 +63,7 @@ ONE_SHOT_ANSWERS = [Answer(label, kind, _kernel_answer(name)) for label, kind, n
     ("the exit handshake switched off at launch", "method", "exit_switched_off"),
     ("barriers on rank 0 only, under an `if` on the constexpr rank (found by a blind attack)", "method",
      "barrier_on_rank0_only"),
-    ("the sum kept in bfloat16 (found by a blind attack)", "unit", "sum_in_bfloat16"),
+    ("the sum kept in bfloat16 (found by a blind attack)", "method", "sum_in_bfloat16"),
 ]]
 SUITE_ONE_SHOT = suite("11", 1, ch11.check_one_shot, ONE_SHOT_ANSWERS)
 
