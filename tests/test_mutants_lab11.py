@@ -63,7 +63,7 @@ ONE_SHOT_ANSWERS = [Answer(label, kind, _kernel_answer(name)) for label, kind, n
     ("the exit handshake switched off at launch", "method", "exit_switched_off"),
     ("barriers on rank 0 only, under an `if` on the constexpr rank (found by a blind attack)", "method",
      "barrier_on_rank0_only"),
-    ("the sum kept in bfloat16 (found by a blind attack)", "unit", "sum_in_bfloat16"),
+    ("the sum kept in bfloat16 (found by a blind attack)", "method", "sum_in_bfloat16"),
 ]]
 SUITE_ONE_SHOT = suite("11", 1, ch11.check_one_shot, ONE_SHOT_ANSWERS)
 
@@ -189,6 +189,59 @@ _SUM_TYPES = {  # how an accumulator is started -> whether it keeps the sum in 1
     "acc = tl.full([BLOCK], 0, dtype=tl.bfloat16)": True,
     "acc = tl.zeros([BLOCK], dtype=out_ptr.dtype.element_ty)": True,
 }
+
+
+# A third blind attack on exercise 1 (tests/lab11_ex1_attack.py): the wrong answers that an idle pair of GPUs can
+# run right, which only the reading of the kernels' source catches every time. The rest fail in the runs (shown on
+# two GPUs: test_lab11_exercise1_third_blind_attack).
+_READ_CATCHES = {"w1_no_exit_barrier", "w2_exit_barrier_pid0_only", "w3_reset_after_release", "w4_plain_load_spin",
+                 "w5_volatile_load_spin", "w6_relaxed_atomics", "w7_gpu_scope", "w8_default_sem_scope",
+                 "w9_acquire_release_swapped", "w10_no_debug_barrier", "w11_debug_barrier_after_announce",
+                 "w12_xchg_announce_no_wait", "w17_program0_alone_barriers", "w19_both_barriers_before_reading",
+                 "w20_exit_barrier_only", "w22_bf16_accumulate", "w28_two_kernels"}
+
+
+def test_exercise1_reads_a_third_blind_attack_as_intended():
+    """Every right answer of the attack reads clean, and every wrong one in _READ_CATCHES is named in its source."""
+    import lab11_ex1_attack as attack
+    from launchlab import rank_checks
+
+    if attack.triton is None:
+        pytest.skip("Triton is not installed (the CPU tier): the kernels' sources cannot be read as Triton functions")
+    wrong = []
+    for name, intended, fn, _ in attack.ANSWERS:
+        sources, names = rank_checks.kernel_sources(fn), rank_checks.kernel_globals(fn)
+        broken = ch11._read_in_source(sources, names, ch11._launch_literals(fn), world=2)
+        if intended == "right" and broken is not None or name in _READ_CATCHES and broken is None:
+            wrong.append(f"{name} ({intended}): {'clean' if broken is None else broken}")
+    assert not wrong, "\n".join(wrong)
+    assert len(attack.ANSWERS) == 39 and sum(a[1] == "right" for a in attack.ANSWERS) == 8
+
+
+@pytest.mark.exercise("11", 1)
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_count() < 2 or k is None, reason="needs two CUDA GPUs and Triton")
+@pytest.mark.skipif(os.environ.get("LAUNCHLAB_ATTACKS") != "1", reason="a blind attack's 39 answers: LAUNCHLAB_ATTACKS=1")
+def test_lab11_exercise1_third_blind_attack(monkeypatch, capsys):
+    """39 answers by someone who had not read the checker (8 right, 31 wrong, 6 of them able to hang their ranks),
+    the shared ones judged by one pair of ranks in turn, those that may hang each alone: every intended verdict."""
+    import lab11_ex1_attack as attack
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    shared = [(name, fn) for name, intended, fn, _ in attack.ANSWERS if intended != "hangs"]
+    verdicts = {}
+    with ch11.judged_together(ch11.check_one_shot, [fn for _, fn in shared]):
+        for name, fn in shared:
+            verdicts[name] = ch11.check_one_shot(fn)
+    for name, intended, fn, _ in attack.ANSWERS:
+        if intended == "hangs":
+            verdicts[name] = ch11.check_one_shot(fn)
+    capsys.readouterr()
+    wrong = [f"{name} ({intended}): {'PASS' if verdicts[name] else 'FAIL'} {verdicts[name].detail}"
+             for name, intended, _, _ in attack.ANSWERS if bool(verdicts[name]) != (intended == "right")]
+    print("\n".join(f"{name}: {'PASS' if v else 'FAIL'} {v.detail[:200]}" for name, v in verdicts.items()))
+    assert not wrong, "\n".join(wrong)
+    assert "16-bit type" in verdicts["w22_bf16_accumulate"].detail
 
 
 @pytest.mark.parametrize("start", list(_SUM_TYPES))

@@ -1183,7 +1183,7 @@ def _read_rules(sources: list[str], names: dict, launch: dict | None, rank: int 
                                 f"thread of the program has finished reading the peers' buffers. {_LATENT}")
     sixteen = _sums_in_sixteen_bits(sources, names)
     if sixteen:
-        return CheckFailed(f"your kernels add in a 16-bit type ({sixteen[0]}): on two ranks that rounds once, as a "
+        return CheckFailed(f"your kernels start a sum in a 16-bit type ({sixteen[0]}): on two ranks that rounds once, as a "
                            "float32 sum does, so the outputs here were exact; on three ranks or more it rounds after every add",
                            hint="start the sum as tl.zeros([BLOCK], dtype=tl.float32), add each load .to(tl.float32) "
                                 "and round once, when you store into out")
