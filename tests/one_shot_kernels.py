@@ -405,3 +405,35 @@ def sum_in_bfloat16(buffer, handle, out):
     _bf16_one_shot[(min(32, triton.cdiv(numel, 4096)),)](
         handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
         BLOCK=4096)
+
+
+@triton.jit
+def _add_barrier(signal_pad_ptrs, rank: tl.constexpr, world: tl.constexpr):
+    """The course's barrier announcing with an add, no spin until the slot is free: a second announcement before the
+    peer consumes the first leaves 2, which the peer's cas 1 -> 0 never matches."""
+    tl.debug_barrier()
+    pid = tl.program_id(0)
+    pads = signal_pad_ptrs.to(tl.pointer_type(tl.uint64))
+    for peer in tl.static_range(world):
+        slot = tl.load(pads + peer).to(tl.pointer_type(tl.uint32)) + pid * world + rank
+        tl.atomic_add(slot, 1, sem="release", scope="sys")
+    mine = tl.load(pads + rank).to(tl.pointer_type(tl.uint32)) + pid * world
+    for peer in tl.static_range(world):
+        while tl.atomic_cas(mine + peer, 1, 0, sem="acquire", scope="sys") != 1:
+            pass
+    tl.debug_barrier()
+
+
+@triton.jit
+def _add_one_shot(buffer_ptrs, signal_pad_ptrs, out_ptr, numel, rank: tl.constexpr, world: tl.constexpr,
+                  BLOCK: tl.constexpr):
+    _add_barrier(signal_pad_ptrs, rank, world)
+    _sum_peers(buffer_ptrs, out_ptr, numel, world, BLOCK)
+    _add_barrier(signal_pad_ptrs, rank, world)
+
+
+def announce_with_an_add(buffer, handle, out):
+    numel = buffer.numel()
+    _add_one_shot[(min(32, triton.cdiv(numel, 4096)),)](
+        handle.buffer_ptrs_dev, handle.signal_pad_ptrs_dev, out, numel, rank=handle.rank, world=handle.world_size,
+        BLOCK=4096)

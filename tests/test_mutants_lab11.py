@@ -64,6 +64,7 @@ ONE_SHOT_ANSWERS = [Answer(label, kind, _kernel_answer(name)) for label, kind, n
     ("barriers on rank 0 only, under an `if` on the constexpr rank (found by a blind attack)", "method",
      "barrier_on_rank0_only"),
     ("the sum kept in bfloat16 (found by a blind attack)", "method", "sum_in_bfloat16"),
+    ("announcing with an add, not a compare-and-swap (found by a blind attack)", "method", "announce_with_an_add"),
 ]]
 SUITE_ONE_SHOT = suite("11", 1, ch11.check_one_shot, ONE_SHOT_ANSWERS)
 
@@ -106,6 +107,7 @@ def test_lab11_exercise1_one_shot(monkeypatch, capsys):
     assert "announces with acquire" in verdicts["signals_swapped"].detail
     assert "as rank 1 compiles them" in verdicts["barrier_on_rank0_only"].detail
     assert "16-bit type" in verdicts["sum_in_bfloat16"].detail
+    assert "announce with an add" in verdicts["announce_with_an_add"].detail
 
 
 def test_exercise1_reads_the_atomics_of_your_kernels():
@@ -197,7 +199,7 @@ _SUM_TYPES = {  # how an accumulator is started -> whether it keeps the sum in 1
 _READ_CATCHES = {"w1_no_exit_barrier", "w2_exit_barrier_pid0_only", "w3_reset_after_release", "w4_plain_load_spin",
                  "w5_volatile_load_spin", "w6_relaxed_atomics", "w7_gpu_scope", "w8_default_sem_scope",
                  "w9_acquire_release_swapped", "w10_no_debug_barrier", "w11_debug_barrier_after_announce",
-                 "w12_xchg_announce_no_wait", "w17_program0_alone_barriers", "w19_both_barriers_before_reading",
+                 "w12_xchg_announce_no_wait", "w13_add_announce_no_wait", "w17_program0_alone_barriers", "w19_both_barriers_before_reading",
                  "w20_exit_barrier_only", "w22_bf16_accumulate", "w28_two_kernels"}
 
 
@@ -356,6 +358,22 @@ def test_exercise1_reads_an_exchange_that_can_lose_an_announcement():
     spun = "def k(p):\n    while tl.atomic_cas(p, 0, 1, sem='release', scope='sys') != 0:\n        pass\n" + wait
     assert not ch11._announcements_wait_for_a_free_slot([blind])
     assert ch11._announcements_wait_for_a_free_slot([polled]) and ch11._announcements_wait_for_a_free_slot([spun])
+
+
+def test_exercise1_reads_an_add_that_can_leave_two_where_a_wait_wants_one():
+    """tl.atomic_add(slot, 1) outside a spin can make 2 before the peer consumes, which cas 1 -> 0 never matches (the
+    third blind attack's w13 passed two GPUs): wrong where the wait takes the slot back to 0, right where it counts
+    down or where a spin until 0 comes first."""
+    add = "def k(p):\n    tl.atomic_add(p, 1, sem='release', scope='sys')\n"
+    cas_wait = "    while tl.atomic_cas(p + 1, 1, 0, sem='acquire', scope='sys') != 1:\n        pass\n"
+    countdown = ("    while tl.atomic_add(p + 1, 0, sem='acquire', scope='sys') == 0:\n        pass\n"
+                 "    tl.atomic_add(p + 1, -1, sem='relaxed', scope='sys')\n")
+    guarded = ("def k(p):\n    while tl.atomic_add(p, 0, sem='relaxed', scope='sys') != 0:\n        pass\n"
+               "    tl.atomic_add(p, 1, sem='release', scope='sys')\n")
+    assert ch11._unguarded_announcement([add + cas_wait]) == "add"
+    assert ch11._unguarded_announcement([add + countdown]) is None
+    assert ch11._unguarded_announcement([guarded + cas_wait]) is None
+    assert ch11._unguarded_announcement([add.replace("atomic_add", "atomic_xchg") + countdown]) == "exchange"
 
 
 _STD = _HANDSHAKE.replace("def _shake(p, pid):", "def _shake(p, pid=0):")

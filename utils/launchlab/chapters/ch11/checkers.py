@@ -615,7 +615,8 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
             rank: int | None = None, world: int | None = None) -> list[list[tuple[str, bool]]]:
     """Per launched kernel, in the order one program runs them: ("B", sure) for a tl.debug_barrier(), ("W", sure)
     for a wait (a loop that spins on an atomic which does not raise the flag), ("A", sure) for an announcement (an
-    atomic that raises one), followed by ("X", sure) where it is an exchange outside a spin, ("Z", sure) for a spin
+    atomic that raises one), followed by ("X", sure) where it is an exchange outside a spin or ("D", sure) where
+    it is an add outside a spin, ("K", sure) for an atomic that takes a flag back to 0, ("Z", sure) for a spin
     until a flag reads 0, ("R", True) for a load of data (not of a pointer), ("S", True) for a tl.store. A helper is
     followed at each call, with the literals it is passed; a loop over literal bounds is unrolled; an `if` whose
     test those literals decide takes its side. Not sure: a barrier or wait that some programs or sizes skip (under
@@ -711,6 +712,10 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
                 found.append(("A", True))
                 if name in ("atomic_xchg", "atomic_or", "atomic_max") and not spinning:  # 1 over a 1 is lost
                     found.append(("X", True))
+                elif name == "atomic_add" and not spinning:  # 1 onto a 1 makes 2
+                    found.append(("D", True))
+            elif is_atomic(n) and _flag_move(n, name, scope.get(fn, {})) == "clear":
+                found.append(("K", True))  # takes the slot back to 0, whatever count it holds, or only from 1
             elif name in defs and name not in seen | {fn}:
                 helper = defs[name]
                 bound = {p: v for p, a in zip(params(helper), n.args, strict=False)
@@ -774,7 +779,7 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
                     if ends(then if decided else other):
                         return events
                 elif varies(stmt.test, fn):
-                    same = [k for k, _ in then if k not in "RS"] == [k for k, _ in other if k not in "RS"]
+                    same = [k for k, _ in then if k not in "RSDK"] == [k for k, _ in other if k not in "RSDK"]
                     if ends(then) and ends(other):
                         return events + (max(then, other, key=len) if same
                                          else unsure(body(then) + body(other)) + [("E", True)])
@@ -790,7 +795,7 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
                     events += max(then, other, key=len) if same else unsure(then + other)
                 else:
                     def weight(side):
-                        return sum(sure for kind, sure in side if kind not in "RS")
+                        return sum(sure for kind, sure in side if kind not in "RSDK")
                     if ends(then) != ends(other):  # a constexpr exit: read the side that goes on
                         events += other if ends(then) else then
                         continue
@@ -884,19 +889,28 @@ def _barrier_after_wait(sources: list[str], names: dict | None = None, launch: d
 
 def _announcements_wait_for_a_free_slot(sources: list[str], names: dict | None = None, launch: dict | None = None,
                                         rank: int | None = None, world: int | None = None) -> bool:
-    """Whether every announcement made outside a spin by an exchange, an or or a max (`tl.atomic_xchg(slot, 1)`)
-    follows a spin until that slot reads 0: on a slot the peer has not consumed yet it writes 1 over 1, and one
-    announcement is lost (an add counts, so it loses none)."""
+    """Whether the answer has no unguarded announcement (_unguarded_announcement)."""
+    return _unguarded_announcement(sources, names, launch, rank, world) is None
+
+
+def _unguarded_announcement(sources: list[str], names: dict | None = None, launch: dict | None = None,
+                            rank: int | None = None, world: int | None = None) -> str | None:
+    """"exchange" where an exchange, an or or a max (`tl.atomic_xchg(slot, 1)`) announces outside a spin and after
+    no spin until that slot reads 0: on a slot the peer has not consumed yet it writes 1 over 1, and one
+    announcement is lost. "add" where an add announces so, in a kernel that consumes by taking a slot back to 0
+    (cas 1 -> 0, xchg 0, and 0): a second add before the peer consumes the first makes 2, which cas 1 -> 0 never
+    matches and xchg 0 takes as one. None where neither (an add with a wait that takes one off counts right)."""
     for kernel in _events(sources, names, launch, rank, world):
         free = False
+        clears = any(kind == "K" for kind, _ in kernel)
         for kind, _ in kernel:
             if kind == "Z":
                 free = True
-            elif kind == "X":
-                if not free:
-                    return False
+            elif kind in "XD":
+                if not free and (kind == "X" or clears):
+                    return "exchange" if kind == "X" else "add"
                 free = False
-    return True
+    return None
 
 
 def _waits_after_sum(sources: list[str], names: dict | None = None, launch: dict | None = None,
@@ -1151,11 +1165,21 @@ def _read_rules(sources: list[str], names: dict, launch: dict | None, rank: int 
                            + (skipped.format(any_waits - waits) if any_waits > waits else "")
                            + f": {_TWO_WAITS}",
                            hint=RACE_HINTS["slow reader"])
-    if atomics and not _announcements_wait_for_a_free_slot(sources, names, launch, rank, world):
+    unguarded = _unguarded_announcement(sources, names, launch, rank, world) if atomics else None
+    if unguarded == "exchange":
         return CheckFailed("your kernels announce with an exchange, an or or a max (tl.atomic_xchg(slot, 1)) "
                            "without first waiting for the slot to read 0",
                            hint="if the peer has not yet consumed your last announcement, the new one writes 1 over 1 "
                                 "and is lost, and the peer's next wait never ends: announce with "
+                                "tl.atomic_cas(slot, 0, 1, sem=\"release\", scope=\"sys\") in a loop that spins "
+                                "while it returns 1, as the spec says")
+    if unguarded == "add":
+        return CheckFailed("your kernels announce with an add (tl.atomic_add(slot, 1)) without first waiting for the "
+                           "slot to read 0, and consume by setting the slot back to 0 (tl.atomic_cas(slot, 1, 0))",
+                           hint="a peer announces before it consumes, so you can pass the barrier and announce again "
+                                "before it has consumed your last announcement: the slot then holds 2, which "
+                                "tl.atomic_cas(slot, 1, 0) never matches, and the peer waits forever (two ranks on an "
+                                "idle GPU almost never show it). Announce with "
                                 "tl.atomic_cas(slot, 0, 1, sem=\"release\", scope=\"sys\") in a loop that spins "
                                 "while it returns 1, as the spec says")
     if atomics and not _waits_after_sum(sources, names, launch, rank, world):
