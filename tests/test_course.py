@@ -325,3 +325,18 @@ def test_only_labs_that_time_nothing_are_judged_in_one_process_in_the_parallel_p
     untimed = {ch.number for ch in course.chapters()
                if ch.exercises and ch.needs.gpus <= 1 and not any(ex.timed for ex in ch.exercises)}
     assert parallel == untimed and "09" not in parallel, (parallel, untimed)
+
+
+def test_every_data_file_of_launchlab_is_installed_with_it():
+    """A learner's `pip install .` carries every file launchlab reads beside its code (pyproject's package-data)."""
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["launchlab"]
+    package = root / "utils" / "launchlab"
+    data = [p.relative_to(package).as_posix() for p in package.rglob("*")
+            if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts]
+    missing = [d for d in data if not any(fnmatch.fnmatch(d, g) for g in globs)]
+    assert data and not missing, f"add these to [tool.setuptools.package-data] in pyproject.toml: {missing}"

@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 
+from launchlab import rank_checks
 from launchlab.chapters.ch08 import checkers as ch08
 from launchlab.env import gpu_count
 from mutants import Answer, judge, suite
@@ -505,7 +506,7 @@ def test_exercise2_on_fewer_than_two_gpus_says_so_in_the_courses_words(monkeypat
     from launchlab.checking import NEEDS_GPU
 
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    monkeypatch.setattr(ch08, "gpu_count", lambda: 1)
+    monkeypatch.setattr(rank_checks, "gpu_count", lambda: 1)  # the ranks' own check, before any starts
     verdict = ch08.check_graphed_mean(GRAPHED_ANSWERS[0].fn)
     capsys.readouterr()
     assert not verdict and NEEDS_GPU in verdict.detail and "has 1;" in verdict.detail, verdict

@@ -16,6 +16,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 import torch.nn.functional as F
 
+from launchlab import rank_checks
 from launchlab.chapters.ch11 import checkers as ch11
 from launchlab.env import gpu_count
 from mutants import Answer, judge, suite
@@ -71,7 +72,7 @@ SUITE_ONE_SHOT = suite("11", 1, ch11.check_one_shot, ONE_SHOT_ANSWERS)
 
 def test_exercise1_on_fewer_than_two_gpus_says_so(monkeypatch, capsys):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
-    monkeypatch.setattr(ch11, "gpu_count", lambda: 1)
+    monkeypatch.setattr(rank_checks, "gpu_count", lambda: 1)  # the ranks' own check, before any starts
 
     def one_shot_all_reduce(buffer, handle, out):
         raise NotImplementedError

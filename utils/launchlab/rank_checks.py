@@ -20,7 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .checking import CheckFailed
+from .checking import NEEDS_GPU, CheckFailed
+from .env import gpu_count
 from .ranks import RankRun, run_ranks
 
 __all__ = ["RankExercise", "alone_rows", "answer_rows", "answered", "failed", "judged_together", "kernel_sources",
@@ -362,6 +363,13 @@ def failed(run: RankRun, timeout_s: float = RANK_TIMEOUT_S) -> CheckFailed:
     errors = [line for line in run.lines if "Error" in line or "WATCHDOG" in line]
     return CheckFailed(f"the ranks failed (exit {run.returncode}): " + (errors[-1][:300] if errors else
                        "; ".join(run.lines[-3:])[:300]))
+
+
+def needs_two_gpus(runs_here: str, ranks: str = "ranks", gpus: str = "2 NVIDIA GPUs") -> None:
+    """Fail before any rank starts where this machine has fewer than two GPUs, naming the exercises that run here."""
+    if gpu_count() < 2:
+        raise CheckFailed(f"this exercise {NEEDS_GPU} for each of its 2 {ranks}, and this machine has {gpu_count()}; "
+                          f"run this cell on a machine with {gpus} ({runs_here} here)")
 
 
 def answered(rows: list[dict], what: str) -> None:

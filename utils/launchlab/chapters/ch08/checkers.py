@@ -14,8 +14,7 @@ from contextlib import AbstractContextManager
 
 from ... import checking, rank_checks
 from ...checking import CheckFailed, exercise
-from ...env import gpu_count
-from ...rank_checks import RankExercise, answer_rows, answered, failed
+from ...rank_checks import RankExercise, answer_rows, answered, failed, needs_two_gpus
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
 __all__ = ["check_functional_all_reduce", "check_graphed_mean", "check_symmetric_clip"]
@@ -145,9 +144,7 @@ def check_graphed_mean(capture_mean: Callable) -> str:
     launched outside it, running exactly one NCCL kernel per round (after the first round every rank holds the
     mean, so the value alone cannot count the rounds); an input near float32's limit stays finite (a division in
     every round); and one rank alone, where the world size is 1, gets x back (a size typed in shows)."""
-    if gpu_count() < 2:
-        raise CheckFailed(f"this exercise {checking.NEEDS_GPU} for each of its 2 NCCL ranks, and this machine has "
-                          f"{gpu_count()}; run this cell on a machine with 2 NVIDIA GPUs (exercises 1 and 3 run here)")
+    needs_two_gpus("exercises 1 and 3 run", ranks="NCCL ranks")
     rows, alone, run = answer_rows(capture_mean, _GRAPHED)
     answered(rows, "capture_mean")
     if len(rows) < 2:

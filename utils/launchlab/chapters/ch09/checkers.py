@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.resources
 import random
 import re
 import statistics
+import tomllib
 from collections.abc import Callable
 
 from ... import checking, devicegraphs, graphs
@@ -932,33 +934,9 @@ def planted_workloads(rng: random.Random) -> list[tuple[str, dict]]:
             for i, (trap, own, fusable, ratios, extra) in enumerate(made)]
 
 
-# The lab's three workloads: made-up measurements, shaped like the lecture's ladder.
-WORKLOADS = [
-    {"name": "elementwise chain", "own_kernels": True, "fusable": True,
-     "what": "bias, activation and scale, 4,096 cells a stage, all your own kernels; each cell of a stage depends "
-             "only on the same cell of the stage before",
-     "measurements": {
-         "graph": {"stages": 100, "samples_us": [86.1, 85.7, 86.4, 85.9, 86.8, 85.6, 86.2]},
-         "graph + PDL": {"stages": 100, "samples_us": [71.3, 70.9, 71.8, 71.1, 70.7, 71.5, 71.2]},
-         "persistent": {"stages": 100, "samples_us": [80.4, 80.1, 80.9, 79.8, 80.6, 80.3, 80.2]},
-         "fused": {"stages": 100, "samples_us": [6.3, 6.1, 6.4, 6.2, 6.2, 6.5, 6.3]}}},
-    {"name": "stencil sweeps", "own_kernels": True, "fusable": False,
-     "what": "64 blocks a stage, all your own kernels; each stage reads cells its neighbouring blocks wrote in the "
-             "stage before",
-     "measurements": {
-         "graph": {"stages": 200, "samples_us": [172.4, 171.8, 173.0, 172.1, 172.6, 171.5, 172.9]},
-         "graph + PDL": {"stages": 200, "samples_us": [142.6, 141.9, 143.1, 142.2, 142.8, 142.0, 142.4]},
-         "persistent": {"stages": 100, "samples_us": [58.3, 58.6, 57.9, 412.0, 58.1, 58.4, 58.0]},
-         "fused": {"stages": 100, "samples_us": [9.1, 9.0, 9.3, 9.2, 9.1, 9.4, 9.2]}}},
-    {"name": "decoder layer", "own_kernels": False, "fusable": False,
-     "what": "a library GEMM between your kernels; the persistent and fused figures come from a prototype that "
-             "replaced the GEMM with a naive one and computes wrong results",
-     "measurements": {
-         "graph": {"stages": 50, "samples_us": [96.2, 95.8, 96.5, 96.0, 96.9, 95.7, 96.3]},
-         "graph + PDL": {"stages": 50, "samples_us": [93.6, 93.1, 94.0, 93.4, 93.8, 92.9, 93.5]},
-         "persistent": {"stages": 50, "samples_us": [67.5, 67.1, 67.9, 67.3, 67.8, 66.9, 67.4]},
-         "fused": {"stages": 50, "samples_us": [21.2, 21.0, 21.5, 21.1, 21.3, 20.9, 21.4]}}},
-]
+# The lab's three workloads: made-up measurements, shaped like the lecture's ladder, declared in workloads.toml.
+WORKLOADS = tomllib.loads((importlib.resources.files(__package__) / "workloads.toml").read_text(encoding="utf-8"))[
+    "workloads"]
 
 
 def _per_stage_line(workload: dict) -> str:

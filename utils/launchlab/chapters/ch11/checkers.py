@@ -23,8 +23,7 @@ from contextlib import AbstractContextManager
 
 from ... import checking, rank_checks
 from ...checking import CheckFailed, exercise
-from ...env import gpu_count
-from ...rank_checks import RankExercise, answer_rows, answered
+from ...rank_checks import RankExercise, answer_rows, answered, needs_two_gpus
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
 __all__ = ["MARGIN", "check_one_shot", "check_path_choice", "check_tp_mlp"]
@@ -1119,6 +1118,31 @@ _LATENT = ("The Triton this course runs happens to place a barrier around a spin
            "right today; Triton does not promise it")
 
 
+# what an announcement made with no spin until its slot is free says, and why it is wrong (_unguarded_announcement)
+_UNGUARDED = {
+    "exchange": ("your kernels announce with an exchange, an or or a max (tl.atomic_xchg(slot, 1)) without first "
+                 "waiting for the slot to read 0",
+                 "if the peer has not yet consumed your last announcement, the new one writes 1 over 1 and is lost, "
+                 "and the peer's next wait never ends"),
+    "add": ("your kernels announce with an add (tl.atomic_add(slot, 1)) without first waiting for the slot to read "
+            "0, and consume by setting the slot back to 0 (tl.atomic_cas(slot, 1, 0))",
+            "a peer announces before it consumes, so you can pass the barrier and announce again before it has "
+            "consumed your last announcement; the slot then holds 2, which tl.atomic_cas(slot, 1, 0) never "
+            "matches, and the peer waits forever (two ranks on an idle GPU almost never show it)"),
+}
+
+
+# where a handshake's tl.debug_barrier() calls must stand: the rule, what breaking it says, and why
+_BARRIERS_PLACED = (
+    (_barrier_after_wait, "your kernels read a buffer after a wait with no tl.debug_barrier() between them, in every "
+     "program", "one thread runs the waiting atomic; a barrier right after the wait keeps every other thread of the "
+     "program from reading a peer's buffer before the wait is over (a barrier before the wait does not)."),
+    (_barrier_before_exit, "your kernels announce that they are done without a tl.debug_barrier() between their last "
+     "read of a buffer and the announcement, in every program", "one thread runs the announcing atomic; a barrier "
+     "just before it keeps it until every thread of the program has finished reading the peers' buffers."),
+)
+
+
 def _read_in_source(sources: list[str], names: dict, launch: dict | None = None,
                     world: int | None = None) -> CheckFailed | None:
     """The first of exercise 1's rules read in the kernels' source that they break, or None: what races show only
@@ -1166,22 +1190,10 @@ def _read_rules(sources: list[str], names: dict, launch: dict | None, rank: int 
                            + f": {_TWO_WAITS}",
                            hint=RACE_HINTS["slow reader"])
     unguarded = _unguarded_announcement(sources, names, launch, rank, world) if atomics else None
-    if unguarded == "exchange":
-        return CheckFailed("your kernels announce with an exchange, an or or a max (tl.atomic_xchg(slot, 1)) "
-                           "without first waiting for the slot to read 0",
-                           hint="if the peer has not yet consumed your last announcement, the new one writes 1 over 1 "
-                                "and is lost, and the peer's next wait never ends: announce with "
-                                "tl.atomic_cas(slot, 0, 1, sem=\"release\", scope=\"sys\") in a loop that spins "
-                                "while it returns 1, as the spec says")
-    if unguarded == "add":
-        return CheckFailed("your kernels announce with an add (tl.atomic_add(slot, 1)) without first waiting for the "
-                           "slot to read 0, and consume by setting the slot back to 0 (tl.atomic_cas(slot, 1, 0))",
-                           hint="a peer announces before it consumes, so you can pass the barrier and announce again "
-                                "before it has consumed your last announcement: the slot then holds 2, which "
-                                "tl.atomic_cas(slot, 1, 0) never matches, and the peer waits forever (two ranks on an "
-                                "idle GPU almost never show it). Announce with "
-                                "tl.atomic_cas(slot, 0, 1, sem=\"release\", scope=\"sys\") in a loop that spins "
-                                "while it returns 1, as the spec says")
+    if unguarded:
+        what, why = _UNGUARDED[unguarded]
+        return CheckFailed(what, hint=f"{why}: announce with tl.atomic_cas(slot, 0, 1, sem=\"release\", scope=\"sys\") "
+                                      "in a loop that spins while it returns 1, as the spec says")
     if atomics and not _waits_after_sum(sources, names, launch, rank, world):
         return CheckFailed(f"your kernels wait for their peers only before they read the peers' buffers, not after: "
                            f"{_TWO_WAITS}", hint=RACE_HINTS["slow reader"])
@@ -1194,17 +1206,9 @@ def _read_rules(sources: list[str], names: dict, launch: dict | None, rank: int 
                                 "without tl.debug_barrier() before announcing, the announcement can reach a peer "
                                 "while other threads of the program still read its buffer, and without one after the "
                                 f"wait, other threads can read before the wait is over. {_LATENT}")
-    if atomics and not _barrier_after_wait(sources, names, launch, rank, world):
-        return CheckFailed("your kernels read a buffer after a wait with no tl.debug_barrier() between them, in "
-                           "every program",
-                           hint="one thread runs the waiting atomic; a barrier right after the wait keeps every other "
-                                "thread of the program from reading a peer's buffer before the wait is over (a "
-                                f"barrier before the wait does not). {_LATENT}")
-    if atomics and not _barrier_before_exit(sources, names, launch, rank, world):
-        return CheckFailed("your kernels announce that they are done without a tl.debug_barrier() between their last "
-                           "read of a buffer and the announcement, in every program",
-                           hint="one thread runs the announcing atomic; a barrier just before it keeps it until every "
-                                f"thread of the program has finished reading the peers' buffers. {_LATENT}")
+    for placed, what, why in _BARRIERS_PLACED:
+        if atomics and not placed(sources, names, launch, rank, world):
+            return CheckFailed(what, hint=f"{why} {_LATENT}")
     sixteen = _sums_in_sixteen_bits(sources, names)
     if sixteen:
         return CheckFailed(f"your kernels start a sum in a 16-bit type ({sixteen[0]}): on two ranks that rounds once, as a "
@@ -1242,10 +1246,7 @@ def check_one_shot(one_shot_all_reduce: Callable) -> str:
     """Three sizes eagerly, twice each; in graphs of 4 calls at 4 KB and 4 MB, each rank in turn writing late and
     each in turn reading slowly, three replays each: every output the bfloat16 sum of every rank's input, nothing
     written past it; no library collective; at 4 KB at most 2x the library one-shot's time in the same graph."""
-    if gpu_count() < 2:
-        raise CheckFailed(f"this exercise {checking.NEEDS_GPU} for each of its 2 ranks, and this machine has "
-                          f"{gpu_count()}; run this cell on a machine with 2 NVIDIA GPUs linked by NVLink "
-                          "(exercise 2 runs here)")
+    needs_two_gpus("exercise 2 runs", gpus="2 NVIDIA GPUs linked by NVLink")
     rows, _, run = answer_rows(one_shot_all_reduce, _ONE_SHOT)
     answered(rows, "one_shot_all_reduce")
     if len(rows) < 2:
@@ -1410,9 +1411,7 @@ def check_tp_mlp(tp_mlp_graph: Callable) -> str:
     """Four fresh tokens (one 40 times larger) through one replay on each of two ranks: out is the whole model's
     x + MLP(x) within 2% of the MLP's largest value, the same on both ranks; one graph launch, one NCCL kernel, nothing launched outside it; and
     one rank alone (the whole MLP on one GPU) the same."""
-    if gpu_count() < 2:
-        raise CheckFailed(f"this exercise {checking.NEEDS_GPU} for each of its 2 ranks, and this machine has "
-                          f"{gpu_count()}; run this cell on a machine with 2 NVIDIA GPUs (exercise 2 runs here)")
+    needs_two_gpus("exercise 2 runs")
     rows, alone, run = answer_rows(tp_mlp_graph, _TP_MLP)
     answered(rows, "tp_mlp_graph")
     if len(rows) < 2:
