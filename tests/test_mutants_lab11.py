@@ -375,6 +375,37 @@ def test_exercise1_reads_an_add_that_can_leave_two_where_a_wait_wants_one():
     assert ch11._unguarded_announcement([add + countdown]) is None
     assert ch11._unguarded_announcement([guarded + cas_wait]) is None
     assert ch11._unguarded_announcement([add.replace("atomic_add", "atomic_xchg") + countdown]) == "exchange"
+    assert ch11._unguarded_announcement([add + countdown.replace("-1", "0xFFFFFFFF")]) is None  # -1 as uint32
+    never = add + "    while tl.atomic_add(p + 1, 0, sem='acquire', scope='sys') < 2:\n        pass\n"
+    assert ch11._unguarded_announcement([never]) == "kept"   # counts that only grow: the pads never back at 0
+    constexpr = ("def k(p, INC: tl.constexpr):\n    tl.atomic_add(p, INC, sem='release', scope='sys')\n"
+                 + cas_wait)
+    assert ch11._unguarded_announcement([constexpr], launch={"k": {"INC": 1}}) == "add"   # the launch's value read
+
+
+_ADD_MISSES = {"v16_guard_wrong_slot"}   # read clean: a guard's slot is not matched to the announcement's
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="a spin until 0 on another slot than the one the "
+                                            "add announces on still counts as its guard (the reading does not "
+                                            "match slots)")) if n in _ADD_MISSES else n
+    for n in ["v01_spec_cas", "v02_add_cas", "v03_add_xchg", "v04_add_countdown", "v05_guarded_add", "v06_helpers",
+              "v07_global_const_and", "v08_constexpr_inc", "v09_add0_poll", "v10_epoch_host",
+              "v11_epoch_reset_xchg", "v12_epoch_sub2", "v13_add_retry_cas", "v14_add_retry_xchg",
+              "v15_max_announce", "v16_guard_wrong_slot", "v17_epoch_device"]])
+def test_exercise1_reads_a_fourth_blind_attacks_adds(name):
+    """A fourth blind attack's counting protocols: each right one reads clean and each wrong one is named in its
+    source (an idle pair of GPUs runs most of the wrong ones right)."""
+    pytest.importorskip("triton", reason="Triton is not installed (the CPU tier): the kernels cannot be read")
+    import lab11_add_variants as attack
+    from launchlab import rank_checks
+
+    fn = getattr(attack, name)
+    intended, why = attack.VERDICTS[name]
+    broken = ch11._read_in_source(rank_checks.kernel_sources(fn), rank_checks.kernel_globals(fn),
+                                  ch11._launch_literals(fn), world=2)
+    assert (broken is None) == (intended == "right"), f"{name} ({intended}: {why}): {broken or 'clean'}"
 
 
 _STD = _HANDSHAKE.replace("def _shake(p, pid):", "def _shake(p, pid=0):")

@@ -265,9 +265,17 @@ def _constant(node, name: str, position: int, default=None, constants: dict | No
         return default
     if isinstance(arg, ast.Constant):
         return arg.value
+    if (isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub) and isinstance(arg.operand, ast.Constant)
+            and type(arg.operand.value) in (int, float)):
+        return -arg.operand.value   # a decrement, add(slot, -1)
     if isinstance(arg, ast.Name) and arg.id in (constants or {}):
         return constants[arg.id]
     return ...
+
+
+def _takes_off(val) -> bool:
+    """Whether an add of `val` counts a 32-bit flag down: a negative literal, or one past 2**31 (-1 as 0xFFFFFFFF)."""
+    return type(val) is int and (val < 0 or val >= 2**31)
 
 
 def _flag_move(node, called: str, constants: dict | None = None) -> str | None:
@@ -281,6 +289,8 @@ def _flag_move(node, called: str, constants: dict | None = None) -> str | None:
         return {1: "set", 0: "clear"}.get(_constant(node, "val", 1, None, constants))
     val = _constant(node, "val", 1, None, constants)
     if called in ("atomic_add", "atomic_or", "atomic_max"):  # adding, or-ing or max-ing 0 only reads
+        if called == "atomic_add" and _takes_off(val):
+            return None
         return "poll" if val == 0 else "set" if isinstance(val, int) and val > 0 else None
     if called == "atomic_and":
         return "clear" if val == 0 else None
@@ -351,6 +361,34 @@ def _spin_calls(trees) -> tuple[set[int], set[int]]:
                         if _awaits_zero(loop.test):
                             zero |= found
     return spins, zero
+
+
+def _acquired_after_spin(trees) -> set[int]:
+    """Ids of the atomics a `while` spins on that a later atomic of the same statements, on the same pointer (as
+    written), acquires after the loop: a relaxed poll until the flag is set, then `atomic_add(slot, -1,
+    sem="acquire")`, orders what the peer released, as a read-modify-write of its release sequence."""
+    import ast
+
+    def acquires(n) -> bool:
+        sem = _argument(n, "sem", 3)
+        return sem is None or (isinstance(sem, ast.Constant) and sem.value in ("acquire", "acq_rel"))
+
+    def atomics(stmts) -> list:
+        return [n for st in stmts for n in ast.walk(st) if isinstance(n, ast.Call)
+                and (_called_name(n) or "").startswith("atomic_") and n.args]
+
+    found = set()
+    for tree in trees:
+        for parent in ast.walk(tree):
+            for field in ("body", "orelse"):
+                stmts = getattr(parent, field, None)
+                if not isinstance(stmts, list):
+                    continue
+                for i, loop in enumerate(stmts):
+                    if isinstance(loop, ast.While):
+                        later = {ast.unparse(n.args[0]) for n in atomics(stmts[i + 1:]) if acquires(n)}
+                        found |= {id(n) for n in atomics([loop.test]) if ast.unparse(n.args[0]) in later}
+    return found
 
 
 def _passed_values(trees, node, name: str, position: int, default, constants: dict) -> list:
@@ -446,9 +484,11 @@ def _atomics_off_system_scope(sources: list[str], names: dict | None = None) -> 
 
     _, constants = _names(names)
     trees, _, calls = _kernel_calls(sources, names)
-    # a spin that waits for 0 before announcing, and a reset outside any spin, order nothing the protocol needs:
-    # relaxed is enough there (the announcement's release and the wait's acquire do the ordering)
+    # a spin that waits for 0 before announcing, a reset or a count-down outside any spin, and a poll that an
+    # acquiring atomic on the same slot follows, order nothing the protocol needs: relaxed is enough there (the
+    # announcement's release and the wait's acquire do the ordering)
     spins, free = _spin_calls(trees)
+    acquired = _acquired_after_spin(trees)
     found = []
     for node, called in calls:
         if not called.startswith("atomic_"):
@@ -468,7 +508,9 @@ def _atomics_off_system_scope(sources: list[str], names: dict | None = None) -> 
             if not (isinstance(_argument(node, "scope", 4), ast.Constant)
                     and isinstance(_argument(node, "sem", 3), ast.Constant)):
                 written += f" (scope {scope!r}, sem {sem!r})" if ... not in (scope, sem) else ""
-            relaxed_ok = (move == "clear" and id(node) not in spins) or (move == "poll" and id(node) in free)
+            counts_down = called == "atomic_add" and _takes_off(_constant(node, "val", 1, None, constants))
+            relaxed_ok = ((move == "clear" or counts_down) and id(node) not in spins) or (
+                move == "poll" and (id(node) in free or id(node) in acquired))
             if (scope is not ... and scope != "sys") or (sem == "relaxed" and not relaxed_ok):
                 found.append(f"line {node.lineno}: {written}")
             elif announces or waits:
@@ -615,7 +657,9 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
     """Per launched kernel, in the order one program runs them: ("B", sure) for a tl.debug_barrier(), ("W", sure)
     for a wait (a loop that spins on an atomic which does not raise the flag), ("A", sure) for an announcement (an
     atomic that raises one), followed by ("X", sure) where it is an exchange outside a spin or ("D", sure) where
-    it is an add outside a spin, ("K", sure) for an atomic that takes a flag back to 0, ("Z", sure) for a spin
+    it is an add outside a spin or ("T", sure) an add that a spin tries, ("K", sure) for an atomic that takes a
+    flag back to 0, followed by ("Q", sure) where it does so from any count (an exchange or an and with 0),
+    ("N", sure) for an add that counts one down, ("Z", sure) for a spin
     until a flag reads 0, ("R", True) for a load of data (not of a pointer), ("S", True) for a tl.store. A helper is
     followed at each call, with the literals it is passed; a loop over literal bounds is unrolled; an `if` whose
     test those literals decide takes its side. Not sure: a barrier or wait that some programs or sizes skip (under
@@ -707,14 +751,19 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
                 found.append(("S", True))
             elif name == "load" and id(n) not in pointers:
                 found.append(("R", True))
-            elif is_atomic(n) and _flag_move(n, name, scope.get(fn, {})) == "set":
+            elif is_atomic(n) and name == "atomic_add" and _takes_off(
+                    _constant(n, "val", 1, None, {**scope.get(fn, {}), **env})):
+                found.append(("N", True))  # counts a flag down: one announcement consumed
+            elif is_atomic(n) and _flag_move(n, name, {**scope.get(fn, {}), **env}) == "set":
                 found.append(("A", True))
                 if name in ("atomic_xchg", "atomic_or", "atomic_max") and not spinning:  # 1 over a 1 is lost
                     found.append(("X", True))
-                elif name == "atomic_add" and not spinning:  # 1 onto a 1 makes 2
-                    found.append(("D", True))
-            elif is_atomic(n) and _flag_move(n, name, scope.get(fn, {})) == "clear":
+                elif name == "atomic_add":  # 1 onto a 1 makes 2; in a spin, a tentative add undone if not 0
+                    found.append(("T" if spinning else "D", True))
+            elif is_atomic(n) and _flag_move(n, name, {**scope.get(fn, {}), **env}) == "clear":
                 found.append(("K", True))  # takes the slot back to 0, whatever count it holds, or only from 1
+                if name != "atomic_cas":
+                    found.append(("Q", True))  # whatever count it holds: an exchange or an and with 0
             elif name in defs and name not in seen | {fn}:
                 helper = defs[name]
                 bound = {p: v for p, a in zip(params(helper), n.args, strict=False)
@@ -778,7 +827,7 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
                     if ends(then if decided else other):
                         return events
                 elif varies(stmt.test, fn):
-                    same = [k for k, _ in then if k not in "RSDK"] == [k for k, _ in other if k not in "RSDK"]
+                    same = [k for k, _ in then if k not in "RSDKNTQ"] == [k for k, _ in other if k not in "RSDKNTQ"]
                     if ends(then) and ends(other):
                         return events + (max(then, other, key=len) if same
                                          else unsure(body(then) + body(other)) + [("E", True)])
@@ -794,7 +843,7 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
                     events += max(then, other, key=len) if same else unsure(then + other)
                 else:
                     def weight(side):
-                        return sum(sure for kind, sure in side if kind not in "RSDK")
+                        return sum(sure for kind, sure in side if kind not in "RSDKNTQ")
                     if ends(then) != ends(other):  # a constexpr exit: read the side that goes on
                         events += other if ends(then) else then
                         continue
@@ -814,7 +863,7 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
             elif isinstance(stmt, ast.While):
                 events += calls_in(stmt.test, fn, env, seen, spinning=True)
                 atomics = [n for n in _spun_on(stmt, stmts[:i], defs) if is_atomic(n)]
-                scoped = scope.get(fn, {})
+                scoped = {**scope.get(fn, {}), **env}   # constexprs the launch fixes (INC=1) count as literals
                 if any(_flag_move(n, called(n), scoped) != "set" for n in atomics) and not _awaits_zero(stmt.test):
                     events.append(("W", True))
                 elif atomics and _awaits_zero(stmt.test):
@@ -898,16 +947,27 @@ def _unguarded_announcement(sources: list[str], names: dict | None = None, launc
     no spin until that slot reads 0: on a slot the peer has not consumed yet it writes 1 over 1, and one
     announcement is lost. "add" where an add announces so, in a kernel that consumes by taking a slot back to 0
     (cas 1 -> 0, xchg 0, and 0): a second add before the peer consumes the first makes 2, which cas 1 -> 0 never
-    matches and xchg 0 takes as one. None where neither (an add with a wait that takes one off counts right)."""
+    matches and xchg 0 takes as one. "kept" where an add announces so in a kernel that never counts a slot down
+    nor takes it back to 0: the pads are not back at 0 after the call. "retry" where a spin tries an add (and
+    undoes it unless the slot read 0) in a kernel that consumes with an exchange or an and with 0, which can take
+    the tentative add as an announcement. None where none of these (an add with a wait that takes one off counts
+    right)."""
     for kernel in _events(sources, names, launch, rank, world):
         free = False
         clears = any(kind == "K" for kind, _ in kernel)
+        counts_down = any(kind == "N" for kind, _ in kernel)
+        if any(kind == "T" for kind, _ in kernel) and any(kind == "Q" for kind, _ in kernel):
+            return "retry"
         for kind, _ in kernel:
             if kind == "Z":
                 free = True
             elif kind in "XD":
-                if not free and (kind == "X" or clears):
-                    return "exchange" if kind == "X" else "add"
+                if not free and kind == "X":
+                    return "exchange"
+                if not free and clears:
+                    return "add"
+                if kind == "D" and not (clears or counts_down):
+                    return "kept"
                 free = False
     return None
 
@@ -1125,10 +1185,22 @@ _UNGUARDED = {
                  "if the peer has not yet consumed your last announcement, the new one writes 1 over 1 and is lost, "
                  "and the peer's next wait never ends"),
     "add": ("your kernels announce with an add (tl.atomic_add(slot, 1)) without first waiting for the slot to read "
-            "0, and consume by setting the slot back to 0 (tl.atomic_cas(slot, 1, 0))",
+            "0, and consume by setting the slot back to 0 (a cas 1 -> 0, an exchange or an and with 0)",
             "a peer announces before it consumes, so you can pass the barrier and announce again before it has "
-            "consumed your last announcement; the slot then holds 2, which tl.atomic_cas(slot, 1, 0) never "
-            "matches, and the peer waits forever (two ranks on an idle GPU almost never show it)"),
+            "consumed your last announcement; the slot then holds 2, which a cas 1 -> 0 never matches (the peer "
+            "waits forever) and an exchange with 0 takes as one announcement (two ranks on an idle GPU almost never "
+            "show it)"),
+    "retry": ("your kernels announce with an add they undo unless the slot read 0, and consume with an exchange or "
+              "an and with 0",
+              "the consume can run between a peer's tentative add and its undo: it takes the add as an announcement, "
+              "and the undo then counts the slot below 0; consume with tl.atomic_cas(slot, 1, 0), which a "
+              "tentative add makes fail and retry"),
+    "kept": ("your kernels announce with an add (tl.atomic_add(slot, 1)) and never count the slot down or take it "
+             "back to 0",
+             "the spec has every flag consumed by its owner, so the pads are back at 0 after every call; counts that "
+             "only grow leave them non-zero, a wait for a count fixed when a graph was captured does not wait on its "
+             "replays, and a kernel that shares the pads (the library's one-shot uses the same slots) reads the "
+             "wrong values"),
 }
 
 
