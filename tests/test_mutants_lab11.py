@@ -108,7 +108,7 @@ def test_lab11_exercise1_one_shot(monkeypatch, capsys):
     assert "announces with acquire" in verdicts["signals_swapped"].detail
     assert "as rank 1 compiles them" in verdicts["barrier_on_rank0_only"].detail
     assert "16-bit type" in verdicts["sum_in_bfloat16"].detail
-    assert "announce with an add" in verdicts["announce_with_an_add"].detail
+    assert "consume by setting the slot back to 0" in verdicts["announce_with_an_add"].detail
 
 
 def test_exercise1_reads_the_atomics_of_your_kernels():
@@ -381,6 +381,24 @@ def test_exercise1_reads_an_add_that_can_leave_two_where_a_wait_wants_one():
     constexpr = ("def k(p, INC: tl.constexpr):\n    tl.atomic_add(p, INC, sem='release', scope='sys')\n"
                  + cas_wait)
     assert ch11._unguarded_announcement([constexpr], launch={"k": {"INC": 1}}) == "add"   # the launch's value read
+    counted = constexpr.replace(cas_wait, countdown.replace("-1", "-INC"))
+    assert ch11._unguarded_announcement([counted], launch={"k": {"INC": 1}}) is None   # -INC counts down
+    do_while = ("def k(p):\n    old = tl.atomic_add(p, 1, sem='release', scope='sys')\n    while old != 0:\n"
+                "        tl.atomic_add(p, -1, sem='relaxed', scope='sys')\n"
+                "        old = tl.atomic_add(p, 1, sem='release', scope='sys')\n")
+    assert ch11._unguarded_announcement([do_while + cas_wait]) is None   # a tentative add, its first try before
+    assert ch11._unguarded_announcement([do_while + cas_wait.replace("atomic_cas(p + 1, 1, 0", "atomic_xchg(p + 1, 0")
+                                         .replace("!= 1", "== 0")]) == "retry"
+
+
+def test_exercise1_lets_a_relaxed_poll_off_only_where_an_acquire_follows_before_any_read():
+    """A relaxed poll until the flag is set, then an acquiring read-modify-write of the same slot, orders the peer's
+    release; an acquire after the data is read orders nothing the reads needed."""
+    poll = "    while tl.atomic_add(p + 1, 0, sem='relaxed', scope='sys') == 0:\n        pass\n"
+    take = "    tl.atomic_add(p + 1, -1, sem='acquire', scope='sys')\n"
+    read = "    x = tl.load(buf)\n"
+    assert not ch11._atomics_off_system_scope(["def k(p, buf):\n" + poll + take + read])
+    assert ch11._atomics_off_system_scope(["def k(p, buf):\n" + poll + read + take])
 
 
 _ADD_MISSES = {"v16_guard_wrong_slot"}   # read clean: a guard's slot is not matched to the announcement's
@@ -406,6 +424,15 @@ def test_exercise1_reads_a_fourth_blind_attacks_adds(name):
     broken = ch11._read_in_source(rank_checks.kernel_sources(fn), rank_checks.kernel_globals(fn),
                                   ch11._launch_literals(fn), world=2)
     assert (broken is None) == (intended == "right"), f"{name} ({intended}: {why}): {broken or 'clean'}"
+    said = next((text for key, text in _ADD_RULES.items() if name.startswith(key)), None)
+    assert said is None or said in str(broken), f"{name}: {broken}"
+
+
+_ADD_RULES = {  # which rule names each wrong answer: what its message says
+    **dict.fromkeys(("v02", "v03", "v06", "v07", "v08", "v11"), "consume by setting the slot back to 0"),
+    **dict.fromkeys(("v10", "v17"), "never count the slot down"),
+    "v14": "undo unless the slot read 0", "v15": "an exchange, an or or a max",
+}
 
 
 _STD = _HANDSHAKE.replace("def _shake(p, pid):", "def _shake(p, pid=0):")

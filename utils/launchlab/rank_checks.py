@@ -25,7 +25,7 @@ from .env import gpu_count
 from .ranks import RankRun, run_ranks
 
 __all__ = ["RankExercise", "alone_rows", "answer_rows", "answered", "failed", "judged_together", "kernel_sources",
-           "rows_of"]
+           "needs_two_gpus", "rows_of"]
 
 RANK_TIMEOUT_S = 240
 

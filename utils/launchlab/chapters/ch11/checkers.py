@@ -265,9 +265,10 @@ def _constant(node, name: str, position: int, default=None, constants: dict | No
         return default
     if isinstance(arg, ast.Constant):
         return arg.value
-    if (isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub) and isinstance(arg.operand, ast.Constant)
-            and type(arg.operand.value) in (int, float)):
-        return -arg.operand.value   # a decrement, add(slot, -1)
+    if isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.USub):   # a decrement: add(slot, -1), -INC
+        inner = (arg.operand.value if isinstance(arg.operand, ast.Constant) else (constants or {}).get(
+            arg.operand.id, ...) if isinstance(arg.operand, ast.Name) else ...)
+        return -inner if type(inner) in (int, float) else ...
     if isinstance(arg, ast.Name) and arg.id in (constants or {}):
         return constants[arg.id]
     return ...
@@ -364,8 +365,8 @@ def _spin_calls(trees) -> tuple[set[int], set[int]]:
 
 
 def _acquired_after_spin(trees) -> set[int]:
-    """Ids of the atomics a `while` spins on that a later atomic of the same statements, on the same pointer (as
-    written), acquires after the loop: a relaxed poll until the flag is set, then `atomic_add(slot, -1,
+    """Ids of the atomics a `while` spins on that an atomic on the same pointer (as written) acquires right after
+    the loop, before any load and any other loop: a relaxed poll until the flag is set, then `atomic_add(slot, -1,
     sem="acquire")`, orders what the peer released, as a read-modify-write of its release sequence."""
     import ast
 
@@ -386,7 +387,13 @@ def _acquired_after_spin(trees) -> set[int]:
                     continue
                 for i, loop in enumerate(stmts):
                     if isinstance(loop, ast.While):
-                        later = {ast.unparse(n.args[0]) for n in atomics(stmts[i + 1:]) if acquires(n)}
+                        before_reads = []
+                        for st in stmts[i + 1:]:
+                            if isinstance(st, (ast.While, ast.For)) or any(
+                                    isinstance(n, ast.Call) and _called_name(n) == "load" for n in ast.walk(st)):
+                                break
+                            before_reads.append(st)
+                        later = {ast.unparse(n.args[0]) for n in atomics(before_reads) if acquires(n)}
                         found |= {id(n) for n in atomics([loop.test]) if ast.unparse(n.args[0]) in later}
     return found
 
@@ -656,7 +663,7 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
             rank: int | None = None, world: int | None = None) -> list[list[tuple[str, bool]]]:
     """Per launched kernel, in the order one program runs them: ("B", sure) for a tl.debug_barrier(), ("W", sure)
     for a wait (a loop that spins on an atomic which does not raise the flag), ("A", sure) for an announcement (an
-    atomic that raises one), followed by ("X", sure) where it is an exchange outside a spin or ("D", sure) where
+    atomic that raises one), followed by ("X", sure) where it is an exchange, an or or a max outside a spin or ("D", sure) where
     it is an add outside a spin or ("T", sure) an add that a spin tries, ("K", sure) for an atomic that takes a
     flag back to 0, followed by ("Q", sure) where it does so from any count (an exchange or an and with 0),
     ("N", sure) for an add that counts one down, ("Z", sure) for a spin
@@ -673,6 +680,7 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
     aliases, constants = _names(names)
     trees, _, _ = _kernel_calls(sources, names)
     defs = {d.name: d for t in trees for d in ast.walk(t) if isinstance(d, ast.FunctionDef)}
+    spun, _ = _spin_calls(trees)   # a do-while's first try, before its loop, spins as its retries do
     def launch_params(name: str) -> dict:
         """The kernel's launch values by parameter name (positions mapped to names)."""
         named = {}
@@ -756,10 +764,11 @@ def _events(sources: list[str], names: dict | None = None, launch: dict | None =
                 found.append(("N", True))  # counts a flag down: one announcement consumed
             elif is_atomic(n) and _flag_move(n, name, {**scope.get(fn, {}), **env}) == "set":
                 found.append(("A", True))
-                if name in ("atomic_xchg", "atomic_or", "atomic_max") and not spinning:  # 1 over a 1 is lost
+                tried = spinning or id(n) in spun
+                if name in ("atomic_xchg", "atomic_or", "atomic_max") and not tried:  # 1 over a 1 is lost
                     found.append(("X", True))
                 elif name == "atomic_add":  # 1 onto a 1 makes 2; in a spin, a tentative add undone if not 0
-                    found.append(("T" if spinning else "D", True))
+                    found.append(("T" if tried else "D", True))
             elif is_atomic(n) and _flag_move(n, name, {**scope.get(fn, {}), **env}) == "clear":
                 found.append(("K", True))  # takes the slot back to 0, whatever count it holds, or only from 1
                 if name != "atomic_cas":
@@ -947,8 +956,8 @@ def _unguarded_announcement(sources: list[str], names: dict | None = None, launc
     no spin until that slot reads 0: on a slot the peer has not consumed yet it writes 1 over 1, and one
     announcement is lost. "add" where an add announces so, in a kernel that consumes by taking a slot back to 0
     (cas 1 -> 0, xchg 0, and 0): a second add before the peer consumes the first makes 2, which cas 1 -> 0 never
-    matches and xchg 0 takes as one. "kept" where an add announces so in a kernel that never counts a slot down
-    nor takes it back to 0: the pads are not back at 0 after the call. "retry" where a spin tries an add (and
+    matches and xchg 0 takes as one. "kept" where an add announces, guarded or not, in a kernel that never counts
+    a slot down nor takes it back to 0: the pads are not back at 0 after the call. "retry" where a spin tries an add (and
     undoes it unless the slot read 0) in a kernel that consumes with an exchange or an and with 0, which can take
     the tentative add as an announcement. None where none of these (an add with a wait that takes one off counts
     right)."""
@@ -1179,28 +1188,35 @@ _LATENT = ("The Triton this course runs happens to place a barrier around a spin
 
 
 # what an announcement made with no spin until its slot is free says, and why it is wrong (_unguarded_announcement)
+_ANNOUNCE_AS_SPEC = ("announce with tl.atomic_cas(slot, 0, 1, sem=\"release\", scope=\"sys\") in a loop that spins "
+                     "while it returns 1, as the spec says")
+# what an announcement made with no spin until its slot is free, or never consumed, says: what, why, what to do
 _UNGUARDED = {
     "exchange": ("your kernels announce with an exchange, an or or a max (tl.atomic_xchg(slot, 1)) without first "
                  "waiting for the slot to read 0",
                  "if the peer has not yet consumed your last announcement, the new one writes 1 over 1 and is lost, "
-                 "and the peer's next wait never ends"),
+                 "and the peer's next wait never ends", _ANNOUNCE_AS_SPEC),
     "add": ("your kernels announce with an add (tl.atomic_add(slot, 1)) without first waiting for the slot to read "
             "0, and consume by setting the slot back to 0 (a cas 1 -> 0, an exchange or an and with 0)",
             "a peer announces before it consumes, so you can pass the barrier and announce again before it has "
             "consumed your last announcement; the slot then holds 2, which a cas 1 -> 0 never matches (the peer "
             "waits forever) and an exchange with 0 takes as one announcement (two ranks on an idle GPU almost never "
-            "show it)"),
+            "show it)", _ANNOUNCE_AS_SPEC),
     "retry": ("your kernels announce with an add they undo unless the slot read 0, and consume with an exchange or "
               "an and with 0",
               "the consume can run between a peer's tentative add and its undo: it takes the add as an announcement, "
-              "and the undo then counts the slot below 0; consume with tl.atomic_cas(slot, 1, 0), which a "
-              "tentative add makes fail and retry"),
+              "and the undo then counts the slot below 0",
+              "consume with tl.atomic_cas(slot, 1, 0, sem=\"acquire\", scope=\"sys\") in a loop that spins until it "
+              "returns 1: a tentative add makes it fail and try again"),
     "kept": ("your kernels announce with an add (tl.atomic_add(slot, 1)) and never count the slot down or take it "
              "back to 0",
              "the spec has every flag consumed by its owner, so the pads are back at 0 after every call; counts that "
              "only grow leave them non-zero, a wait for a count fixed when a graph was captured does not wait on its "
              "replays, and a kernel that shares the pads (the library's one-shot uses the same slots) reads the "
-             "wrong values"),
+             "wrong values",
+             "consume each announcement after your wait: tl.atomic_cas(slot, 1, 0, sem=\"acquire\", scope=\"sys\") "
+             "in a loop that spins until it returns 1, as the spec says, so the pads are back at 0 when the call "
+             "returns"),
 }
 
 
@@ -1263,9 +1279,8 @@ def _read_rules(sources: list[str], names: dict, launch: dict | None, rank: int 
                            hint=RACE_HINTS["slow reader"])
     unguarded = _unguarded_announcement(sources, names, launch, rank, world) if atomics else None
     if unguarded:
-        what, why = _UNGUARDED[unguarded]
-        return CheckFailed(what, hint=f"{why}: announce with tl.atomic_cas(slot, 0, 1, sem=\"release\", scope=\"sys\") "
-                                      "in a loop that spins while it returns 1, as the spec says")
+        what, why, fix = _UNGUARDED[unguarded]
+        return CheckFailed(what, hint=f"{why}: {fix}")
     if atomics and not _waits_after_sum(sources, names, launch, rank, world):
         return CheckFailed(f"your kernels wait for their peers only before they read the peers' buffers, not after: "
                            f"{_TWO_WAITS}", hint=RACE_HINTS["slow reader"])
