@@ -155,6 +155,17 @@ def padded_to_one_shape(fn, inputs, backend):
     return [compiled(torch.nn.functional.pad(x, (0, 0, 0, rows - x.shape[0])))[: x.shape[0]] for x in inputs]
 
 
+def sorted_by_rows(fn, inputs, backend):
+    """Found by a blind attack: the inputs run smallest first, so the 1-row input's recompile comes first, then
+    the outputs put back in order."""
+    compiled = torch.compile(fn, backend=backend)
+    order = sorted(range(len(inputs)), key=lambda i: inputs[i].shape[0])
+    outputs = [None] * len(inputs)
+    for i in order:
+        outputs[i] = compiled(inputs[i])
+    return outputs
+
+
 def limit_raised(fn, inputs, backend):
     torch._dynamo.config.recompile_limit = 64  # every shape gets its own graph instead of falling back
     try:
@@ -172,6 +183,7 @@ RECOMPILE_ANSWERS = [
     Answer("the recompile limit raised instead", "method", limit_raised),
     Answer("compiled for the first input, eager for the rest", "structure", first_input_only),
     Answer("inputs padded to one shape", "structure", padded_to_one_shape),
+    Answer("the inputs run in another order (found by a blind attack)", "structure", sorted_by_rows),
     Answer("the outputs in reverse order", "bad value", lambda fn, inputs, backend: compiled_dynamic(fn, inputs, backend)[::-1]),
     Answer("returns None", "bad value", lambda fn, inputs, backend: None),
 ]
@@ -228,6 +240,21 @@ def audit_of_the_output(w, audit, backend):
     return step
 
 
+def audit_fed_a_tensor(w, audit, backend):
+    """Found by a blind attack: the audit gets the norms tensor itself, not host values."""
+    @torch.compile(backend=backend, fullgraph=True)
+    def hot(x, w):
+        h = torch.tanh(x @ w)
+        return torch.tanh(h @ w) + h, h.norm(dim=-1)
+
+    def step(x):
+        out, norms = hot(x, w)
+        audit(norms)
+        return out
+
+    return step
+
+
 def squared_norms(w, audit, backend):
     inner = isolated(w, lambda norms: audit([n * n for n in norms]), backend)
     return inner
@@ -259,6 +286,7 @@ ISOLATED_ANSWERS = [
     Answer("the audit fed the output's norms", "method", audit_of_the_output),
     Answer("the audit called once, after the last step", "method", audit_once_at_the_end),
     Answer("squared norms", "unit", squared_norms),
+    Answer("the audit fed a tensor, not host values (found by a blind attack)", "bad value", audit_fed_a_tensor),
     Answer("returns None", "bad value", lambda w, audit, backend: None),
 ]
 SUITE_ISOLATED = suite("03", 4, ch03.check_isolated_break, ISOLATED_ANSWERS)

@@ -16,13 +16,16 @@ from ...checking import CheckFailed, exercise, require_cuda
 
 # What a lab sees through launchlab.checkers.for_lab: the checkers and the material its exercises use.
 __all__ = [
+    "SHAPES",
     "BuggyBlock",
     "audited_step",
     "check_bug_hunt",
     "check_isolated_break",
     "check_really_graphed",
     "check_recompiles",
+    "normalise_rows",
     "rms_normalise",
+    "shape_inputs",
 ]
 
 log = logging.getLogger("launchlab.lab03")
@@ -139,21 +142,26 @@ class _CountingBackend:
         self.frame_count = 0
         self.op_count = 0
         self.calls = 0
+        self.rows: list[int | None] = []   # the row count of each compiled call, in the order made
 
     def __call__(self, gm, example_inputs):
+        import torch
+
         self.frame_count += 1
         self.op_count += sum(1 for node in gm.graph.nodes if node.op == "call_function")
 
         def run(*args):
             self.calls += 1
+            self.rows.append(next((a.shape[0] for a in args if isinstance(a, torch.Tensor) and a.dim()), None))
             return gm.forward(*args)
 
         return run
 
 
 @exercise(2,
-          "every new row count fails a shape guard and recompiles, until the recompile limit sends the rest to "
-          "eager. Compile once for any size: dynamic=True (or torch._dynamo.mark_dynamic on the first input).")
+          "by default the first call compiles for its exact row count; the next row count fails that shape guard and "
+          "recompiles for any size, and a 1-row input (1 is a size the compiler specialises) recompiles again. "
+          "Compile once for any size: dynamic=True (or torch._dynamo.mark_dynamic on the first input).")
 def check_recompiles(run_all: Callable) -> str:
     import torch
 
@@ -172,6 +180,11 @@ def check_recompiles(run_all: Callable) -> str:
     if counter.calls < len(inputs):
         raise CheckFailed(f"only {counter.calls} of the {len(inputs)} inputs ran through compiled code (the rest "
                           "eagerly, or past the recompile limit): every input must run compiled")
+    pending = iter(counter.rows)
+    if not all(any(rows == n for rows in pending) for n in SHAPES):   # SHAPES in order, other calls allowed between
+        raise CheckFailed(f"your compiled function ran on row counts {counter.rows}, not on the ten inputs in the "
+                          f"order given ({SHAPES})", hint="run it on every input in order, as a server meets its "
+                          "batches: it cannot reorder them to put off a recompile")
     recompiles = counter.frame_count - 1
     line = f"{counter.frame_count} compiles for {len(inputs)} shapes ({recompiles} recompiles, at most 1 allowed)"
     if recompiles > 1:
@@ -339,9 +352,17 @@ def check_isolated_break(make_step: Callable) -> str:
     for got, want in zip(gots, wants, strict=True):
         if not torch.allclose(got, want, rtol=1e-4, atol=1e-5):
             raise CheckFailed("your step's output differs from the original's")
-    if len(got_audit) != len(want_audit) or not all(
-            torch.allclose(torch.tensor(a), torch.tensor(b), rtol=1e-4) for a, b in zip(got_audit, want_audit, strict=True)):
-        raise CheckFailed(f"the audit saw {len(got_audit)} records, expected {len(want_audit)} with the same row norms")
+    if len(got_audit) != len(want_audit):
+        raise CheckFailed(f"the audit saw {len(got_audit)} records over {len(xs)} steps, expected one a step")
+    for i, (a, b) in enumerate(zip(got_audit, want_audit, strict=True)):
+        if not (isinstance(a, list) and all(isinstance(v, float) for v in a)):
+            raise CheckFailed(f"step {i + 1}: the audit got a {type(a).__name__}, not a list of floats",
+                              hint="the audit needs host values, as the original gives it: return the row norms as "
+                                   "a tensor from the compiled function and call audit(norms.tolist()) outside it")
+        if len(a) != len(b) or not torch.allclose(torch.tensor(a), torch.tensor(b), rtol=1e-4):
+            raise CheckFailed(f"step {i + 1}: the audit's row norms differ from the original's: {len(a)} values "
+                              f"against {len(b)}" + (f", largest difference "
+                              f"{(torch.tensor(a) - torch.tensor(b)).abs().max().item():.3g}" if len(a) == len(b) else ""))
     if counter.frame_count == 0:
         raise CheckFailed("nothing was compiled with the backend the checker passed")
     line = (f"{counter.frame_count} compiled graph(s) over {len(xs)} calls, audit called {len(got_audit)} times "

@@ -272,8 +272,9 @@ def check_symmetric_clip(clip_by_global_norm: Callable) -> str:
         for line in run.tagged("COLLECTIVE"):
             rank = line.split()[1]
             issued[rank] = issued.get(rank, 0) + 1
-        raise CheckFailed(f"the ranks did not both finish (exit {run.returncode}); collectives issued per rank: "
-                          f"{issued or 'none'}: a rank that skips a collective leaves its partner waiting",
+        raise CheckFailed(f"the ranks did not both finish (exit {run.returncode}); collectives issued per rank through "
+                          f"the all_reduce you were given: {issued or 'none'}: a rank that skips a collective leaves "
+                          "its partner waiting",
                           hint=SYMMETRY_HINT)
     described = ("rank 0 over the limit", "both under", "both over", "each just under, together just over",
                  "together under, in squares over")
@@ -297,8 +298,11 @@ def check_symmetric_clip(clip_by_global_norm: Callable) -> str:
                 raise CheckFailed(f"{where}: you returned the clipped gradient, but the gradient you were given was "
                                   "not scaled", hint="scale grad in place (grad.mul_(scale)) and return it: the "
                                   "optimiser reads the gradients where they are")
-    return (f"{len(described)} cases ({', '.join(described)}) finished on both ranks with the same collectives, "
-            "each gradient clipped in place by the global norm")
+    paired = ("with the same collectives" if any(row["issued"] for r in rows for row in r["cases"]) else
+              "(your collectives went around the all_reduce you were given, so the ranks' step counts and gradients "
+              "were compared, not their collectives)")
+    return (f"{len(described)} cases ({', '.join(described)}) finished on both ranks {paired}, each gradient "
+            "clipped in place by the global norm")
 
 
 _EXERCISES = {check_functional_all_reduce.__name__: _FUNCTIONAL, check_graphed_mean.__name__: _GRAPHED,
