@@ -570,3 +570,16 @@ def test_lab03_exercise3_inductor_still_marks_its_compiled_calls():
 def test_lab03_exercise4_isolated_break():
     wrong = judge(SUITE_ISOLATED.lab, SUITE_ISOLATED.number, SUITE_ISOLATED.checker, SUITE_ISOLATED.answers)
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("rows, ok", [
+    (ch03.SHAPES, True),
+    ([ch03.SHAPES[0]] + ch03.SHAPES, True),                 # a warm-up on the first input
+    ([n for n in ch03.SHAPES for _ in range(2)], True),     # a function that runs as two graphs
+    ([1] + ch03.SHAPES, False),                             # a warm-up on a 1-row tensor: its recompile put off
+    (sorted(ch03.SHAPES), False),                           # the inputs run smallest first
+    (ch03.SHAPES[:-1], False),                              # one input never ran compiled
+])
+def test_exercise2_reads_the_order_of_the_compiled_calls(rows, ok):
+    assert ch03._in_order(rows, ch03.SHAPES) is ok
+
