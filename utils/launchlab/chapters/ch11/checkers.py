@@ -343,24 +343,29 @@ def _spun_on(loop, before: list, defs: dict) -> list:
     return calls
 
 
+def _while_loops(trees):
+    """Each `while` in the trees, with the statement list it stands in and its place there."""
+    import ast
+
+    for tree in trees:
+        for parent in ast.walk(tree):
+            for field in ("body", "orelse"):
+                stmts = getattr(parent, field, None)
+                if isinstance(stmts, list):
+                    yield from ((loop, stmts, i) for i, loop in enumerate(stmts) if isinstance(loop, ast.While))
+
+
 def _spin_calls(trees) -> tuple[set[int], set[int]]:
     """(ids of the calls a `while` spins on (_spun_on), ids of those whose spin waits for 0)."""
     import ast
 
     defs = {d.name: d for t in trees for d in ast.walk(t) if isinstance(d, ast.FunctionDef)}
     spins, zero = set(), set()
-    for tree in trees:
-        for parent in ast.walk(tree):
-            for field in ("body", "orelse"):
-                stmts = getattr(parent, field, None)
-                if not isinstance(stmts, list):
-                    continue
-                for i, loop in enumerate(stmts):
-                    if isinstance(loop, ast.While):
-                        found = {id(n) for n in _spun_on(loop, stmts[:i], defs)}
-                        spins |= found
-                        if _awaits_zero(loop.test):
-                            zero |= found
+    for loop, stmts, i in _while_loops(trees):
+        found = {id(n) for n in _spun_on(loop, stmts[:i], defs)}
+        spins |= found
+        if _awaits_zero(loop.test):
+            zero |= found
     return spins, zero
 
 
@@ -379,22 +384,15 @@ def _acquired_after_spin(trees) -> set[int]:
                 and (_called_name(n) or "").startswith("atomic_") and n.args]
 
     found = set()
-    for tree in trees:
-        for parent in ast.walk(tree):
-            for field in ("body", "orelse"):
-                stmts = getattr(parent, field, None)
-                if not isinstance(stmts, list):
-                    continue
-                for i, loop in enumerate(stmts):
-                    if isinstance(loop, ast.While):
-                        before_reads = []
-                        for st in stmts[i + 1:]:
-                            if isinstance(st, (ast.While, ast.For)) or any(
-                                    isinstance(n, ast.Call) and _called_name(n) == "load" for n in ast.walk(st)):
-                                break
-                            before_reads.append(st)
-                        later = {ast.unparse(n.args[0]) for n in atomics(before_reads) if acquires(n)}
-                        found |= {id(n) for n in atomics([loop.test]) if ast.unparse(n.args[0]) in later}
+    for loop, stmts, i in _while_loops(trees):
+        before_reads = []
+        for st in stmts[i + 1:]:
+            if isinstance(st, (ast.While, ast.For)) or any(
+                    isinstance(n, ast.Call) and _called_name(n) == "load" for n in ast.walk(st)):
+                break
+            before_reads.append(st)
+        later = {ast.unparse(n.args[0]) for n in atomics(before_reads) if acquires(n)}
+        found |= {id(n) for n in atomics([loop.test]) if ast.unparse(n.args[0]) in later}
     return found
 
 
