@@ -483,11 +483,17 @@ def test_a_figure_off_in_one_round_is_measured_again_and_fails_only_when_off_in_
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("where", ["default stream", "side stream", "large block", "awaiting another stream"])
+@pytest.mark.parametrize("where", ["default stream", "side stream", "large block", "awaiting another stream",
+                                   "after a large buffer was cached"])
 def test_holding_freed_memory_counts_what_a_graph_writes_after_its_buffer_is_let_go(where, monkeypatch):
     import torch
 
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    if where == "after a large buffer was cached":
+        # a sixth of the device, let go and kept in the pool, as a long session leaves it: the hold then owns one
+        # block that large, and counting what changed in it must need no temporary of its size (or 8 times it)
+        cached = torch.empty(torch.cuda.get_device_properties(0).total_memory // 6, dtype=torch.uint8, device="cuda")
+        del cached
     elements = (3 << 20) if where == "large block" else 4096     # 12 MiB: the large pool; 16 KiB: the small one
     side = torch.cuda.Stream()
     with torch.cuda.stream(side if where == "side stream" else torch.cuda.current_stream()):
@@ -506,11 +512,20 @@ def test_holding_freed_memory_counts_what_a_graph_writes_after_its_buffer_is_let
         let_go.record_stream(side)   # freed only once the allocator sees side's work done
     del let_go
     with checking.holding_freed_memory() as held:
-        assert held.unheld == 0
+        pool = _pool_state(held)
+        assert held.unheld == 0, pool
         writes_kept.replay()
-        assert held.written() == 0
+        assert held.written() == 0, pool
         writes_both.replay()
-        assert held.written() == elements * 4  # every byte of the let-go buffer (2.0f has no 0xFF byte), nothing else
+        # every byte of the let-go buffer (2.0f has no 0xFF byte), nothing else
+        assert held.written() == elements * 4, pool
         held.refill(0)
         writes_both.replay()
-        assert held.written() == elements  # against zeros, only the float's high byte (0x40) shows
+        assert held.written() == elements, pool  # against zeros, only the float's high byte (0x40) shows
+
+
+def _pool_state(held) -> str:
+    """What a failed assertion needs to say: the default pool's free blocks left, and what the hold took."""
+    free, pending = checking._free_blocks(__import__("torch").cuda.current_device())
+    return (f"held {len(held.blocks)} blocks, {sum(b.numel() for b in held.blocks):,} bytes, unheld {held.unheld:,}; "
+            f"free left {[(kind, size) for _, kind, size in free][:12]}, pending {pending:,}")

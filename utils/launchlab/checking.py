@@ -603,6 +603,9 @@ def _stream_at(pointer: int):
     return torch.cuda.default_stream() if pointer == 0 else torch.cuda.ExternalStream(pointer)
 
 
+_COUNT_PIECE = 1 << 24   # bytes of a held block compared at once
+
+
 @dataclass
 class HeldMemory:
     """The default pool's free blocks, held and filled with one byte value: what a graph does to memory let go."""
@@ -616,13 +619,13 @@ class HeldMemory:
         import torch
 
         torch.cuda.synchronize()
-        changed = 0
+        # Counted in 16 MiB pieces: the hold owns every free byte of the pool, so a temporary the size of a held
+        # block (gigabytes, where a process cached a large buffer) would need memory the device no longer has.
+        changed = torch.zeros((), dtype=torch.int64, device=self.blocks[0].device) if self.blocks else None
         for block in self.blocks:
-            # a sum needs no temporary as large as the block; only a block that moved is counted byte by byte
-            if int(block.sum(dtype=torch.int64)) != self.fill * block.numel():
-                changed += sum(int((block[i:i + (1 << 26)] != self.fill).sum())
-                               for i in range(0, block.numel(), 1 << 26))
-        return changed
+            for i in range(0, block.numel(), _COUNT_PIECE):
+                changed += torch.count_nonzero(block[i:i + _COUNT_PIECE] != self.fill)
+        return int(changed) if changed is not None else 0
 
     def refill(self, value: int) -> None:
         """Fill every held block with another byte: a write of the old fill's value shows against the new one."""
