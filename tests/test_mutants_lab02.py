@@ -157,6 +157,32 @@ def test_lab02_exercise1_idle_stats(monkeypatch):
     assert not wrong, "\n".join(wrong)
 
 
+# What each wrong answer's hint must say: the slips by the text chapter 02 declares for them, the others by a phrase.
+IDLE_HINTS = {"idle fraction in percent": "not a percentage", "largest gap in milliseconds": "in microseconds",
+              "the shipped trace's figures typed in": "the shipped trace's"}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_lab02_exercise1_names_the_slip_it_sees(seed, monkeypatch):
+    """A learner's FAIL says which slip its figures come from, not the exercise's one general hint."""
+    from launchlab.course import chapter
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    monkeypatch.setenv("LAUNCHLAB_CHECK_SEED", str(seed))
+    declared = {m.name: m.what for m in chapter("02").exercise(1).mistakes}
+    events = ch02.trace.load_events(shipped_trace_path())
+    assert set(ch02._slips(events, "loop")) <= set(declared), "a slip the checker names that chapter 02 does not declare"
+    wrong = []
+    for answer in SUITE_IDLE.answers:
+        if answer.right or answer.name == "idle fraction NaN":   # NaN: the figure's own message says it
+            continue
+        hint = ch02.check_idle_stats(answer.fn).hint or ""
+        want = IDLE_HINTS.get(answer.name) or declared[answer.name][1:]
+        if want not in hint:
+            wrong.append(f"{answer.name}: {hint!r}")
+    assert not wrong, "\n".join(wrong)
+
+
 def test_lab02_exercise1_every_made_up_trace_has_work_starting_at_an_edge_of_its_range():
     """At the lead, a kernel starts exactly at the range's end; at the trail, exactly at its start: both are the
     range's work, and a comparison that leaves either end out miscounts the kernels, on every draw."""

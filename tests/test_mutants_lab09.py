@@ -688,6 +688,15 @@ def test_rung_hints_name_the_mistake(answer, hint, lenient_checkers):
         assert not verdict and hint in verdict.hint, verdict
 
 
+@pytest.mark.parametrize("answer", [lambda workload: "graph + PDL", lambda workload: "graph",
+                                    lambda workload: "persistent" if workload["own_kernels"] else "graph + PDL"],
+                         ids=["always-graph-pdl", "always-graph", "flags-only"])
+def test_an_answer_blind_to_the_measurements_gets_one_hint_on_every_draw(answer, lenient_checkers):
+    """Whichever workload a draw puts first, an answer that never reads the samples is told so."""
+    hints = {ch09.check_rung(answer).hint for _ in range(20)}
+    assert hints == {ch09.FLAGS_ONLY_HINT}, hints
+
+
 def test_rung_validation_says_what_was_returned(lenient_checkers):
     assert "not a rung" in ch09.check_rung(RUNG_ANSWERS[-4].fn).detail
     assert "returned int" in ch09.check_rung(RUNG_ANSWERS[-3].fn).detail

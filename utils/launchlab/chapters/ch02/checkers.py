@@ -81,7 +81,100 @@ def _synthetic_trace(rng: random.Random, largest_gap: str) -> dict:
     return {"traceEvents": events}
 
 
-def _compare_idle(yours: object, expected: trace.GpuIdle, which: str) -> str:
+Figures = tuple[int, float, float]   # kernel_count, idle_fraction, largest_gap_us
+
+
+def _figures(work: Sequence[trace.Interval], window: tuple[float, float], summed: bool = False,
+             kernels: int | None = None) -> Figures:
+    """A window's figures from its GPU work; `summed` adds durations instead of merging overlaps."""
+    lo, hi = window
+    busy, gaps = trace.busy_and_gaps(work, window)
+    if summed:
+        busy = sum(max(min(i.end_us, hi) - max(i.start_us, lo), 0.0) for i in work)
+    count = sum(i.cat == "kernel" for i in work) if kernels is None else kernels
+    return count, 1 - busy / (hi - lo), max(gaps, default=0.0)
+
+
+def _slips(events: Sequence[dict], annotation: str) -> dict[str, tuple[Figures, str]]:
+    """What each plausible slip makes of this trace, by the name chapter 02 declares it under, with its fix."""
+    cpu = trace.annotation_range(events, annotation)
+    work, (lo, hi) = trace.work_of_range(events, annotation)
+    gpu = trace.intervals(events, trace.GPU_CATEGORIES)
+
+    def inside(keep: Callable[[trace.Interval], bool]) -> Figures:
+        mine = [i for i in gpu if keep(i)]
+        return _figures(mine, (lo, max([cpu.end_us, *(i.end_us for i in mine)])))
+
+    kernels = [i for i in work if i.cat == "kernel"]
+    first = min((i.start_us for i in work), default=lo)
+    last = max((i.end_us for i in work), default=lo)
+    right = _figures(work, (lo, hi))
+    inclusive = "a start exactly at either end of the range is in it: keep work with start <= ts <= end"
+    return {
+        "durations summed, overlaps counted twice": (
+            _figures(work, (lo, hi), summed=True),
+            "merge overlapping intervals before adding them up (sort by start; while the next one starts before the "
+            "current one ends, extend it), so work on two streams at once counts once"),
+        "memsets and copies left out": (
+            _figures(kernels, (lo, max([cpu.end_us, *(i.end_us for i in kernels)]))),
+            "GPU work is every complete event of category kernel, gpu_memcpy or gpu_memset: a copy or a memset keeps "
+            "the GPU busy too"),
+        "window starts at the first GPU work": (
+            _figures(work, (first, hi)),
+            "start the window at the range's start: the stretch before the first GPU work is idle time too"),
+        "window clipped at the range's end": (
+            _figures(work, (lo, cpu.end_us)),
+            "end the window at the later of the range's end and the end of the GPU work started in it"),
+        "the gap after the last work forgotten": (
+            (*right[:2], _figures(work, (lo, last))[2]),
+            "count the gap from the last GPU work's end to the window's end among the gaps"),
+        "work started before the range counted": (
+            inside(lambda i: i.start_us < cpu.end_us and i.end_us > cpu.start_us),
+            "keep only the GPU work that starts inside the range: work started before it belongs to earlier code"),
+        "a start at the range's end left out (a half-open range)": (
+            inside(lambda i: cpu.start_us <= i.start_us < cpu.end_us), inclusive),
+        "a start at the range's start left out": (inside(lambda i: cpu.start_us < i.start_us <= cpu.end_us), inclusive),
+        "every GPU event counted as a kernel": (
+            _figures(work, (lo, hi), kernels=len(work)),
+            "kernel_count counts events of category kernel only: memsets and copies are GPU work, not kernels"),
+    }
+
+
+def _agrees(yours: Figures, other: Figures) -> bool:
+    """Whether two sets of figures agree within the checker's tolerances."""
+    return (yours[0] == other[0] and abs(yours[1] - other[1]) <= 0.005
+            and abs(yours[2] - other[2]) <= 0.01 * other[2] + 0.01)
+
+
+def _slip_hint(yours: Figures, right: Figures, events: Sequence[dict], annotation: str) -> str | None:
+    """The hint for the slip whose figures these are, where one (and not the right rule) gives them."""
+    from ...course import chapter
+
+    what = {m.name: m.what for m in chapter("02").exercise(1).mistakes}
+    matches = [(name, fix) for name, (figures, fix) in _slips(events, annotation).items()
+               if _agrees(yours, figures) and not _agrees(right, figures)]
+    if not matches:
+        return None
+    name, fix = matches[0]
+    also = f" (or: {'; '.join(n for n, _ in matches[1:])})" if matches[1:] else ""
+    return f"your figures are those of an answer that {what[name][0].lower()}{what[name][1:]}{also} Fix: {fix}."
+
+
+def _unit_hint(yours: Figures, right: Figures, shipped: Figures | None) -> str | None:
+    """The hint for figures in the wrong unit, or the shipped trace's figures handed back for another trace."""
+    if shipped is not None and _agrees(yours, shipped) and not _agrees(right, shipped):
+        return ("your figures are the shipped trace's, on a trace the checker made up: compute them from the file "
+                "at `path`, whatever trace it is")
+    if _agrees((yours[0], yours[1] / 100, yours[2]), right):
+        return "idle_fraction is a fraction between 0 and 1, not a percentage: divide by 100"
+    if _agrees((yours[0], yours[1], yours[2] * 1e3), right):
+        return "largest_gap_us is in microseconds, the unit of the trace's ts and dur: leave it unconverted"
+    return None
+
+
+def _compare_idle(yours: object, events: Sequence[dict], annotation: str, which: str,
+                  shipped: Figures | None = None) -> str:
+    expected = trace.gpu_idle(list(events), annotation)
     if not isinstance(yours, dict):
         raise CheckFailed(f"{which}: gpu_idle_stats returned {type(yours).__name__}; return a dict")
     missing = {"kernel_count", "idle_fraction", "largest_gap_us"} - set(yours)
@@ -100,9 +193,14 @@ def _compare_idle(yours: object, expected: trace.GpuIdle, which: str) -> str:
     elif abs(idle - expected.idle_fraction) > 0.005:
         problems.append(f"idle_fraction {idle:.4f}, expected {expected.idle_fraction:.4f}")
     if abs(gap - expected.largest_gap_us) > 0.01 * expected.largest_gap_us + 0.01:
-        problems.append(f"largest_gap_us {gap:.2f}, expected {expected.largest_gap_us:.2f}")
+        problems.append(f"largest_gap_us {gap:.2f}, expected {expected.largest_gap_us:.2f}"
+                        + (" (milliseconds? the trace's times are microseconds)"
+                           if abs(gap * 1e3 - expected.largest_gap_us) <= 0.01 * expected.largest_gap_us else ""))
     if problems:
-        raise CheckFailed(f"{which}: " + "; ".join(problems))
+        right = (expected.kernel_count, expected.idle_fraction, expected.largest_gap_us)
+        figures = (int(count), idle, gap)
+        raise CheckFailed(f"{which}: " + "; ".join(problems),
+                          hint=_unit_hint(figures, right, shipped) or _slip_hint(figures, right, events, annotation))
     return (f"{which}: {expected.kernel_count} kernels, {expected.idle_fraction:.1%} idle, "
             f"largest gap {expected.largest_gap_us:.1f} us")
 
@@ -113,15 +211,18 @@ def _compare_idle(yours: object, expected: trace.GpuIdle, which: str) -> str:
           "before adding them up, and count the gap before the first one.")
 def check_idle_stats(gpu_idle_stats: Callable[[str, str], dict]) -> str:
     shipped = trace.shipped_trace_path()
-    lines = [_compare_idle(gpu_idle_stats(str(shipped), "loop"), trace.gpu_idle(shipped, "loop"), "the shipped trace")]
+    lines = [_compare_idle(gpu_idle_stats(str(shipped), "loop"), trace.load_events(shipped), "loop",
+                           "the shipped trace")]
+    known = trace.gpu_idle(shipped, "loop")
+    known = (known.kernel_count, known.idle_fraction, known.largest_gap_us)   # a made-up trace's figures differ
     rng = checking.rng()
     with tempfile.TemporaryDirectory() as tmp:
         for where in ("lead", "trail"):
             made_up = _synthetic_trace(rng, where)
             path = Path(tmp) / f"made_up_{where}.json"
             path.write_text(json.dumps(made_up))
-            lines.append(_compare_idle(gpu_idle_stats(str(path), "loop"), trace.gpu_idle(made_up, "loop"),
-                                       f"a made-up trace, largest gap at the {where}"))
+            lines.append(_compare_idle(gpu_idle_stats(str(path), "loop"), made_up["traceEvents"], "loop",
+                                       f"a made-up trace, largest gap at the {where}", known))
     return "; ".join(lines)
 
 

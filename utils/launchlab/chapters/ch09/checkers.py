@@ -835,6 +835,10 @@ SLIPS = [
                         f"{TIE:g} us: a gap of a few nanoseconds can be 10% and one of a microsecond 3%"),
 ]
 
+FLAGS_ONLY_HINT = ("your rung follows own_kernels and fusable alone, never the measurements: of the rungs they allow, "
+                   "compare each one's median(samples_us) / stages and take the first in RUNGS within "
+                   f"{TIE:.0%} of the fastest")
+
 # The made-up workloads' gaps, as the simpler rung's per-stage median over the faster one's, less 1: a tie well
 # inside TIE, a miss just outside it and inside 1 / (1 - TIE) - 1 = 5.26% (so taking the gap as a fraction of the
 # slower rung's time calls it a tie), and 12% or more everywhere else. Each run is within JITTER of its rung's time
@@ -974,8 +978,17 @@ def _rung_failure(trap: str, workload: dict, yours: str, judged: list[tuple[dict
         return CheckFailed(detail, hint=f"{yours!r} is not allowed here ({flags}): persistent needs own_kernels, "
                                         "fused needs own_kernels and fusable; the fastest figure does not matter")
     everywhere = [hint for change, hint in SLIPS if all(rung_by(w, **change) == y for w, y in judged)]
-    here = [hint for change, hint in SLIPS if rung_by(workload, **change) == yours]
-    return CheckFailed(detail, hint=(everywhere or here or [None])[0])
+    if everywhere:
+        return CheckFailed(detail, hint=everywhere[0])
+    by_flags: dict[tuple[bool, bool], set[str]] = {}
+    for w, y in judged:
+        by_flags.setdefault((w["own_kernels"], w["fusable"]), set()).add(y)
+    if all(len(rungs) == 1 for rungs in by_flags.values()):   # the right rule's rungs vary within a pair of flags
+        return CheckFailed(detail, hint=FLAGS_ONLY_HINT)
+    # No slip gives every answer: the one that gives the most of them (the same hint whichever workload came first)
+    agree = [(sum(rung_by(w, **change) == y for w, y in judged), -i, hint) for i, (change, hint) in enumerate(SLIPS)
+             if rung_by(workload, **change) == yours]
+    return CheckFailed(detail, hint=max(agree)[2] if agree else None)
 
 
 @exercise(4,
