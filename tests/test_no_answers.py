@@ -323,12 +323,12 @@ def server(tmp_path_factory) -> Iterator[Server]:
 
 
 def _exercises() -> Iterator:
-    # An untimed GPU exercise's candidates run in the GPU tier's parallel phase (`concurrent`); a timed one's alone.
+    # Every GPU exercise's candidates run in the GPU tier's parallel phase (`concurrent`), a timed one's too: the
+    # server judges PARALLEL of them at once in either phase, so a timed checker here never has the GPU to itself.
     for chapter in course.chapters():
         for ex in chapter.exercises:
             yield pytest.param(chapter, ex, id=f"lab{chapter.number}-ex{ex.number}-{ex.checker}",
-                               marks=([pytest.mark.gpu] + ([] if ex.timed else [pytest.mark.concurrent])
-                                      if ex.runs_on == "gpu" else []))
+                               marks=[pytest.mark.gpu, pytest.mark.concurrent] if ex.runs_on == "gpu" else [])
 
 
 @pytest.mark.parametrize(("chapter", "ex"), list(_exercises()))
