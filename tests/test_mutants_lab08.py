@@ -91,6 +91,12 @@ def not_returned(x):
     funcol.all_reduce(x, "sum", dist.group.WORLD)
 
 
+def rank_zero_only(x):  # the collective on one rank: the other never meets it (last: it leaves the ranks out of step)
+    if dist.get_rank() == 0:
+        return funcol.all_reduce(x, "sum", dist.group.WORLD)
+    return x.clone()
+
+
 FUNCTIONAL_ANSWERS = [
     Answer("funcol.all_reduce over the world group (the course's)", "right", all_reduce_functional),
     Answer("over a list of ranks", "right", over_a_rank_list),
@@ -104,6 +110,7 @@ FUNCTIONAL_ANSWERS = [
     Answer("the all-reduce on a copy, x returned", "method", reduced_copy_dropped),
     Answer("x * 2, the world size typed in", "hard-coded", twice_mine),
     Answer("the result not returned", "bad value", not_returned),
+    Answer("the all-reduce on rank 0 only (found by a blind attack)", "structure", rank_zero_only),
 ]
 SUITE_FUNCTIONAL = suite("08", 1, ch08.check_functional_all_reduce, FUNCTIONAL_ANSWERS)
 
@@ -118,6 +125,8 @@ def test_lab08_exercise1_functional_all_reduce(monkeypatch, capsys):
     assert "breaks over 4 all-reduces" in verdicts["behind_disable"].detail
     assert "mean over ranks" in verdicts["averaged"].detail and "sum" in verdicts["averaged"].hint
     assert "forgot" in verdicts["not_returned"].hint or "returns None" in verdicts["not_returned"].hint
+    skipped = verdicts["rank_zero_only"]
+    assert "never met rank 0" in skipped.detail and "same collective calls" in skipped.hint, skipped
 
 
 # ---- exercise 3: symmetric clipping ---------------------------------------------------------------------------

@@ -379,8 +379,22 @@ def answered(rows: list[dict], what: str) -> None:
             raise NotImplementedError(f"your {what} still raises NotImplementedError in the ranks")
     for r in rows:
         if "raised" in r:
+            left = [o["rank"] for o in rows if "raised" not in o and o["rank"] != r["rank"]]
+            if left and _PEER_GONE.search(r["raised"]):
+                others = " and ".join(f"rank {rank}" for rank in left)
+                raise CheckFailed(f"rank {r['rank']}: your {what} raised {r['raised']}; {others} returned from it "
+                                  f"without an error, so {others} never met rank {r['rank']} in its collective",
+                                  hint=_SKIPPED_COLLECTIVE_HINT)
             raise CheckFailed(f"rank {r['rank']}: your {what} raised {r['raised']}",
                               hint=_NOT_DEFINED_HINT if re.search(r"\bNameError\b", r["raised"]) else None)
+
+
+# A collective whose peer went away: gloo's and NCCL's words for it
+_PEER_GONE = re.compile(r"Connection (closed|reset) by peer|remote (process|worker|rank) (exited|crashed|closed)"
+                        r"|peer (closed|exited|disconnected)", re.IGNORECASE)
+_SKIPPED_COLLECTIVE_HINT = ("every rank must make the same collective calls, in the same order and with the same "
+                            "sizes: a collective under `if rank == 0:` (or on any path only some ranks take) leaves "
+                            "the others waiting in it until the peer's connection closes")
 
 
 # The ranks run your source in fresh processes: what your notebook made outside any function that is not an import
