@@ -64,7 +64,7 @@ def _work(path, annotation, cats=GPU_WORK, extend=True, starts_inside=True, at_s
         work = [e for e in events if e["cat"] in cats and (lo <= e["ts"] if at_start else lo < e["ts"])
                 and (e["ts"] <= hi if at_end else e["ts"] < hi)]
     else:  # anything that overlaps the range
-        work = [e for e in events if e["cat"] in cats and e["ts"] < hi and e["ts"] + e["dur"] > lo]
+        work = [e for e in events if e["cat"] in cats and e["ts"] <= hi and e["ts"] + e["dur"] > lo]
     if extend:
         hi = max([hi] + [e["ts"] + e["dur"] for e in work])
     kernels = sum(e["cat"] == "kernel" for e in work)
@@ -128,6 +128,30 @@ def every_event_counted_as_a_kernel(path, annotation):
     return _stats(work, window, len(work))
 
 
+def window_ended_at_last_work(path, annotation):
+    work, (lo, _), kernels = _work(path, annotation)
+    return _stats(work, (lo, max(end for _, end in work)), kernels)
+
+
+def gaps_from_the_neighbour_before(path, annotation):
+    """Each gap from the end of the interval just before in start order, not from the latest end so far."""
+    work, (lo, hi), kernels = _work(path, annotation)
+    stats = _stats(work, (lo, hi), kernels)
+    ordered = sorted(work)
+    gaps = [ordered[0][0] - lo, hi - max(end for _, end in ordered)]
+    gaps += [nxt[0] - prev[1] for prev, nxt in zip(ordered, ordered[1:], strict=False)]
+    return {**stats, "largest_gap_us": max(gaps)}
+
+
+def range_found_by_name_alone(path, annotation):
+    events = _complete(path)
+    r = next(e for e in events if e.get("name") == annotation)   # any category: a CPU op of that name too
+    lo, hi = r["ts"], r["ts"] + r["dur"]
+    work = [e for e in events if e["cat"] in GPU_WORK and lo <= e["ts"] <= hi]
+    hi = max([hi] + [e["ts"] + e["dur"] for e in work])
+    return _stats([(e["ts"], e["ts"] + e["dur"]) for e in work], (lo, hi), sum(e["cat"] == "kernel" for e in work))
+
+
 IDLE_ANSWERS = [
     Answer("union of intervals (the solution's method)", "right", lambda p, a: _stats(*_work(p, a))),
     Answer("sweep over interval end points", "right", idle_right),
@@ -137,6 +161,9 @@ IDLE_ANSWERS = [
     Answer("window clipped at the range's end", "method", window_clipped_at_range_end),
     Answer("the gap after the last work forgotten", "method", trailing_gap_forgotten),
     Answer("work started before the range counted", "structure", overlapping_work_counted),
+    Answer("window ended at the last GPU work's end (found by a blind attack)", "method", window_ended_at_last_work),
+    Answer("gaps taken from the neighbour before (found by a blind attack)", "method", gaps_from_the_neighbour_before),
+    Answer("the range found by its name alone (found by a blind attack)", "structure", range_found_by_name_alone),
     Answer("every GPU event counted as a kernel", "structure", every_event_counted_as_a_kernel),
     Answer("a start at the range's end left out (a half-open range)", "method",
            lambda p, a: _stats(*_work(p, a, at_end=False))),
@@ -159,7 +186,10 @@ def test_lab02_exercise1_idle_stats(monkeypatch):
 
 # What each wrong answer's hint must say: the slips by the text chapter 02 declares for them, the others by a phrase.
 IDLE_HINTS = {"idle fraction in percent": "not a percentage", "largest gap in milliseconds": "in microseconds",
-              "the shipped trace's figures typed in": "the shipped trace's"}
+              "the shipped trace's figures typed in": "the shipped trace's",
+              # no slip's figures: the exercise's own hint, which names the rule each one breaks
+              "gaps taken from the neighbour before (found by a blind attack)": "latest end so far",
+              "the range found by its name alone (found by a blind attack)": "user_annotation event"}
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
@@ -199,7 +229,15 @@ def test_lab02_exercise1_every_made_up_trace_has_work_starting_at_an_edge_of_its
             loop = next(e for e in events if e["cat"] == "user_annotation")
             kernel = next(e for e in events if e.get("name") == edge)
             assert kernel["ts"] == (loop["ts"] + loop["dur"] if edge == "at_end" else loop["ts"]), (seed, where)
-            assert trace.gpu_idle(made_up, "loop").largest_gaps_us[0] >= 70, (seed, where)  # still the planted one
+            largest = trace.gpu_idle(made_up, "loop").largest_gaps_us[0]
+            assert largest >= 70, (seed, where)  # still the planted one
+            # a short kernel inside a long one: from its end to the next start is longer than any real gap
+            inside = next(e for e in events if e.get("name", "").startswith("inside"))
+            starts = sorted(e["ts"] for e in events if e.get("ph") == "X" and e["cat"] == "kernel")
+            phantom = min(t for t in starts if t > inside["ts"] + inside["dur"]) - (inside["ts"] + inside["dur"])
+            assert phantom > largest, (seed, where, phantom, largest)
+            # first in the file, a CPU op bearing the range's name
+            assert events[0]["cat"] == "cpu_op" and events[0]["name"] == "loop", (seed, where)
 
 
 @pytest.fixture(autouse=True)

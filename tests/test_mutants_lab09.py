@@ -631,6 +631,19 @@ def rule(summary=statistics.median, per_stage=True, respect=("own_kernels", "fus
 
 LAB_ANSWERS = {w["name"]: ch09.rung_by(w) for w in ch09.WORKLOADS}
 
+
+def tie_step_by_step(workload):
+    """From the fastest allowed rung toward simpler ones while each is within 5% of the rung picked so far."""
+    per = {r: statistics.median(m["samples_us"]) / m["stages"] for r, m in workload["measurements"].items()
+           if ch09.allowed(workload, r)}
+    pick = min(per, key=per.get)
+    for rung in reversed(ch09.RUNGS[:ch09.RUNGS.index(pick)]):
+        if rung in per and per[rung] <= (1 + ch09.TIE) * per[pick]:
+            pick = rung
+        else:
+            break
+    return pick
+
 RUNG_ANSWERS = [
     Answer("median per stage, allowed rungs, simplest within 5% (the solution)", "right", choose_rung),
     Answer("NumPy medians, the tie as a ratio to the fastest", "right", choose_with_numpy),
@@ -650,6 +663,11 @@ RUNG_ANSWERS = [
     Answer("a tie of 0.05 us, not 5%", "unit", rule(absolute=ch09.TIE)),
     Answer("a tie of 10% typed in", "hard-coded", rule(tie=0.10)),
     Answer("always graph + PDL", "hard-coded", lambda workload: "graph + PDL"),
+    Answer("a tie taken step by step from the fastest (found by a blind attack)", "method", tie_step_by_step),
+    Answer("persistent only where fusable (found by a blind attack)", "structure",
+           lambda workload: ch09.rung_by(workload, allow=ch09.persistent_needs_fusable)),
+    Answer("a time divided by stages - 1 (found by a blind attack)", "unit", lambda workload: ch09.rung_by(
+        {**workload, "measurements": {r: {**m, "stages": m["stages"] - 1} for r, m in workload["measurements"].items()}})),
     Answer("the lab's answers looked up by name", "hard-coded",
            lambda workload: LAB_ANSWERS.get(workload["name"], "graph + PDL")),
     Answer("misspelled", "bad value", lambda workload: choose_rung(workload).replace(" + ", "+")),
@@ -680,8 +698,9 @@ def test_lab09_exercise4_rung(lenient_checkers):
     (rule(prefer="table"), "the order of workload['measurements'] says nothing"),
     (rule(absolute=ch09.TIE), "not 0.05 us"),
     (tie_from_the_slower_side, "not of the slower one's"),
+    (lambda workload: ch09.rung_by(workload, allow=ch09.persistent_needs_fusable), "persistent needs own_kernels"),
 ], ids=["not-allowed", "mean", "min", "totals", "no-tie", "max", "first", "last", "middle", "table", "absolute",
-        "slower-side"])
+        "slower-side", "persistent-fusable"])
 def test_rung_hints_name_the_mistake(answer, hint, lenient_checkers):
     for _ in range(10):
         verdict = ch09.check_rung(answer)
@@ -715,11 +734,17 @@ def test_the_made_up_workloads_hold_their_traps():
                  "slow runs in the fastest rung": [{"summary": statistics.fmean}, {"summary": max},
                                                    {"summary": min}],
                  "lucky runs in a slower rung": [{"summary": min}, {"summary": max}],
-                 "chains of different lengths": [{"per_stage": False}]}
+                 "chains of different lengths": [{"per_stage": False}],
+                 "ties chained": [{"tie": 0.0}]}
     for seed in range(300):
         planted = ch09.planted_workloads(random.Random(seed))
-        assert len(planted) == 9 and all(w["name"].startswith("made-up workload") for _, w in planted)
+        assert len(planted) == 10 and all(w["name"].startswith("made-up workload") for _, w in planted)
         traps = dict((trap, w) for trap, w in planted)
+        chain = traps["ties chained"]
+        assert tie_step_by_step(chain) != ch09.rung_by(chain), seed
+        stages_less_one = {**chain, "measurements": {r: {**m, "stages": m["stages"] - 1}
+                                                      for r, m in chain["measurements"].items()}}
+        assert ch09.rung_by(stages_less_one) != ch09.rung_by(chain), seed   # a time divided by stages - 1
         for trap, changes in falls_for.items():
             for change in changes:
                 assert ch09.rung_by(traps[trap], **change) != ch09.rung_by(traps[trap]), (seed, trap, change)
@@ -792,6 +817,10 @@ WRONG_RULES = {
     "the fastest figure, allowed or not": rule(respect=()),
     "fusable ignored": rule(respect=("own_kernels",)),
     "own_kernels ignored": rule(respect=("fusable",)),
+    "a tie taken step by step from the fastest": tie_step_by_step,
+    "persistent only where fusable": lambda workload: ch09.rung_by(workload, allow=ch09.persistent_needs_fusable),
+    "a time divided by stages - 1": lambda workload: ch09.rung_by(
+        {**workload, "measurements": {r: {**m, "stages": m["stages"] - 1} for r, m in workload["measurements"].items()}}),
 }
 
 

@@ -47,22 +47,29 @@ def _device() -> str:
 def _synthetic_trace(rng: random.Random, largest_gap: str) -> dict:
     """A trace the checker makes up afresh, its largest gap planted at the "lead" or the "trail" of the window.
 
-    Every hard case is in it: kernels on two streams that overlap, memsets and a copy (GPU work, not kernels),
-    a kernel that starts before the range and runs into it and one that starts after it (neither is the
-    range's work), CPU events and an instant event. With the largest gap at the lead, the range ends while the
-    last copy still runs, so the window extends past the range, and a kernel starts exactly at the range's end;
-    at the trail, a kernel starts exactly at the range's start and the range ends after a long stretch with no
-    GPU work. A start exactly at either end of the range is in it.
+    Every hard case is in it: kernels on two streams that overlap, one long kernel with a short one nested inside
+    it (so a gap taken from the neighbour before, not from the latest end so far, comes out longer than any real
+    one), memsets and a copy (GPU work, not kernels), a kernel that starts before the range and runs into it and
+    one that starts after it (neither is the range's work), CPU events, an instant event, and a CPU op listed first
+    that bears the range's name (the range is a user_annotation). With the largest gap at the lead, the range ends
+    while the last copy still runs, so the window extends past the range, and a kernel starts exactly at the
+    range's end; at the trail, a kernel starts exactly at the range's start and the range ends after a long stretch
+    with no GPU work. A start exactly at either end of the range is in it.
     """
     start = 1000.0
     events = [{"ph": "X", "cat": "kernel", "name": "before", "ts": start - 20.0, "dur": 30.0},
               {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": start + 1.0, "dur": 30.0},
               {"ph": "i", "cat": "kernel", "name": "instant", "ts": start + 100.0}]
     t = start + (rng.uniform(70, 90) if largest_gap == "lead" else rng.uniform(12, 16))
-    for i in range(rng.randint(8, 14)):
+    count = rng.randint(8, 14)
+    nested_at = rng.randrange(2, count - 1)
+    for i in range(count):
         dur = rng.uniform(2, 20)
+        if i == nested_at:  # a long kernel, a short one on another stream inside it: longer than the largest gap
+            dur = rng.uniform(130, 150)
+            events.append({"ph": "X", "cat": "kernel", "name": f"inside{i}", "ts": t + 1.0, "dur": 3.0})
         events.append({"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": t, "dur": dur})
-        if i % 4 == 1:  # a kernel on a second stream, overlapping this one
+        if i % 4 == 1 and i != nested_at:  # a kernel on a second stream, overlapping this one
             events.append({"ph": "X", "cat": "kernel", "name": f"side{i}", "ts": t + dur / 2, "dur": dur})
         if i % 3 == 2:  # a memset just after it: GPU work that is not a kernel
             events.append({"ph": "X", "cat": "gpu_memset", "name": "Memset", "ts": t + dur + 1.0, "dur": 4.0})
@@ -78,6 +85,8 @@ def _synthetic_trace(rng: random.Random, largest_gap: str) -> dict:
         events.append({"ph": "X", "cat": "kernel", "name": "at_start", "ts": start, "dur": 2.0})
     events.append({"ph": "X", "cat": "kernel", "name": "after", "ts": end + 50, "dur": 50.0})
     rng.shuffle(events)
+    # first in the file: a CPU op with the range's name, over the kernel started before the range
+    events.insert(0, {"ph": "X", "cat": "cpu_op", "name": "loop", "ts": start - 30.0, "dur": 25.0})
     return {"traceEvents": events}
 
 
@@ -105,7 +114,7 @@ def _slips(events: Sequence[dict], annotation: str) -> dict[str, tuple[Figures, 
         mine = [i for i in gpu if keep(i)]
         return _figures(mine, (lo, max([cpu.end_us, *(i.end_us for i in mine)])))
 
-    kernels = [i for i in work if i.cat == "kernel"]
+    kernel_work = [i for i in work if i.cat == "kernel"]
     first = min((i.start_us for i in work), default=lo)
     last = max((i.end_us for i in work), default=lo)
     right = _figures(work, (lo, hi))
@@ -116,7 +125,7 @@ def _slips(events: Sequence[dict], annotation: str) -> dict[str, tuple[Figures, 
             "merge overlapping intervals before adding them up (sort by start; while the next one starts before the "
             "current one ends, extend it), so work on two streams at once counts once"),
         "memsets and copies left out": (
-            _figures(kernels, (lo, max([cpu.end_us, *(i.end_us for i in kernels)]))),
+            _figures(kernel_work, (lo, max([cpu.end_us, *(i.end_us for i in kernel_work)]))),
             "GPU work is every complete event of category kernel, gpu_memcpy or gpu_memset: a copy or a memset keeps "
             "the GPU busy too"),
         "window starts at the first GPU work": (
@@ -124,12 +133,17 @@ def _slips(events: Sequence[dict], annotation: str) -> dict[str, tuple[Figures, 
             "start the window at the range's start: the stretch before the first GPU work is idle time too"),
         "window clipped at the range's end": (
             _figures(work, (lo, cpu.end_us)),
-            "end the window at the later of the range's end and the end of the GPU work started in it"),
+            "end the window at the later of the range's end and the end of the GPU work started in it, and divide "
+            "the idle time by that window's length (dividing by the range's length gives these figures too)"),
+        "window ended at the last GPU work's end (found by a blind attack)": (
+            _figures(work, (lo, last)),
+            "end the window at the later of the range's end and the end of the GPU work started in it: a range "
+            "that outlasts its work leaves the GPU idle until it ends"),
         "the gap after the last work forgotten": (
             (*right[:2], _figures(work, (lo, last))[2]),
             "count the gap from the last GPU work's end to the window's end among the gaps"),
         "work started before the range counted": (
-            inside(lambda i: i.start_us < cpu.end_us and i.end_us > cpu.start_us),
+            inside(lambda i: i.start_us <= cpu.end_us and i.end_us > cpu.start_us),
             "keep only the GPU work that starts inside the range: work started before it belongs to earlier code"),
         "a start at the range's end left out (a half-open range)": (
             inside(lambda i: cpu.start_us <= i.start_us < cpu.end_us), inclusive),
@@ -146,18 +160,25 @@ def _agrees(yours: Figures, other: Figures) -> bool:
             and abs(yours[2] - other[2]) <= 0.01 * other[2] + 0.01)
 
 
-def _slip_hint(yours: Figures, right: Figures, events: Sequence[dict], annotation: str) -> str | None:
-    """The hint for the slip whose figures these are, where one (and not the right rule) gives them."""
+def _slip_hint(seen: list[tuple[Figures, Sequence[dict]]], annotation: str) -> str | None:
+    """The hint for the one slip that gives every set of figures seen (each with its trace) and is wrong on at least
+    one of them; None where none does, so that two slips at once get the exercise's hint, not a wrong one."""
     from ...course import chapter
 
     what = {m.name: m.what for m in chapter("02").exercise(1).mistakes}
-    matches = [(name, fix) for name, (figures, fix) in _slips(events, annotation).items()
-               if _agrees(yours, figures) and not _agrees(right, figures)]
+    slips = [(_slips(events, annotation), trace.gpu_idle(list(events), annotation)) for _, events in seen]
+    matches = []
+    for name in slips[0][0]:
+        figures = [(by_name[name][0], (g.kernel_count, g.idle_fraction, g.largest_gap_us)) for by_name, g in slips]
+        if all(_agrees(yours, slip) for (yours, _), (slip, _) in zip(seen, figures, strict=True)) and any(
+                not _agrees(slip, right) for slip, right in figures):
+            matches.append((name, slips[0][0][name][1]))
     if not matches:
         return None
     name, fix = matches[0]
-    also = f" (or: {'; '.join(n for n, _ in matches[1:])})" if matches[1:] else ""
-    return f"your figures are those of an answer that {what[name][0].lower()}{what[name][1:]}{also} Fix: {fix}."
+    also = "".join(f"; or one that {what[other][0].lower()}{what[other][1:].rstrip('.')}" for other, _ in matches[1:])
+    return (f"your figures are those of an answer that {what[name][0].lower()}{what[name][1:].rstrip('.')}{also}. "
+            f"Fix: {fix}.")
 
 
 def _unit_hint(yours: Figures, right: Figures, shipped: Figures | None) -> str | None:
@@ -172,9 +193,8 @@ def _unit_hint(yours: Figures, right: Figures, shipped: Figures | None) -> str |
     return None
 
 
-def _compare_idle(yours: object, events: Sequence[dict], annotation: str, which: str,
-                  shipped: Figures | None = None) -> str:
-    expected = trace.gpu_idle(list(events), annotation)
+def _read_figures(yours: object, which: str) -> Figures:
+    """The learner's dict as figures, or CheckFailed saying what is wrong with its form."""
     if not isinstance(yours, dict):
         raise CheckFailed(f"{which}: gpu_idle_stats returned {type(yours).__name__}; return a dict")
     missing = {"kernel_count", "idle_fraction", "largest_gap_us"} - set(yours)
@@ -185,6 +205,12 @@ def _compare_idle(yours: object, events: Sequence[dict], annotation: str, which:
         raise CheckFailed(f"{which}: kernel_count is {count!r}; count the kernels (an int)")
     idle = number(yours["idle_fraction"], f"{which}: idle_fraction", positive=False)
     gap = number(yours["largest_gap_us"], f"{which}: largest_gap_us", "microseconds")
+    return int(count), idle, gap
+
+
+def _idle_problems(yours: Figures, expected: trace.GpuIdle) -> list[str]:
+    """What differs between the learner's figures and the reference's, each in words."""
+    count, idle, gap = yours
     problems = []
     if count != expected.kernel_count:
         problems.append(f"kernel_count {count!r}, expected {expected.kernel_count}")
@@ -196,33 +222,47 @@ def _compare_idle(yours: object, events: Sequence[dict], annotation: str, which:
         problems.append(f"largest_gap_us {gap:.2f}, expected {expected.largest_gap_us:.2f}"
                         + (" (milliseconds? the trace's times are microseconds)"
                            if abs(gap * 1e3 - expected.largest_gap_us) <= 0.01 * expected.largest_gap_us else ""))
-    if problems:
-        right = (expected.kernel_count, expected.idle_fraction, expected.largest_gap_us)
-        figures = (int(count), idle, gap)
-        raise CheckFailed(f"{which}: " + "; ".join(problems),
-                          hint=_unit_hint(figures, right, shipped) or _slip_hint(figures, right, events, annotation))
-    return (f"{which}: {expected.kernel_count} kernels, {expected.idle_fraction:.1%} idle, "
-            f"largest gap {expected.largest_gap_us:.1f} us")
+    return problems
+
+
+def _figures_or_none(gpu_idle_stats: Callable, path: str, which: str) -> Figures | None:
+    """The learner's figures for another trace, for the hint alone: None where the answer cannot give them."""
+    try:
+        return _read_figures(gpu_idle_stats(path, "loop"), which)
+    except Exception:   # the failure being reported is another trace's; this one only informs the hint
+        return None
 
 
 @exercise(1,
-          "the window runs from the start of the 'loop' range to the end of the GPU work started in it; GPU work "
-          "is every complete event of category kernel, gpu_memcpy or gpu_memset; merge overlapping intervals "
-          "before adding them up, and count the gap before the first one.")
+          "the window runs from the start of the 'loop' range (the user_annotation event of that name) to the later "
+          "of the range's end and the end of the GPU work started in it; GPU work is every complete event of "
+          "category kernel, gpu_memcpy or gpu_memset; merge overlapping intervals before adding them up (a gap "
+          "starts where the latest end so far is), and count the gaps before the first work and after the last.")
 def check_idle_stats(gpu_idle_stats: Callable[[str, str], dict]) -> str:
     shipped = trace.shipped_trace_path()
-    lines = [_compare_idle(gpu_idle_stats(str(shipped), "loop"), trace.load_events(shipped), "loop",
-                           "the shipped trace")]
     known = trace.gpu_idle(shipped, "loop")
     known = (known.kernel_count, known.idle_fraction, known.largest_gap_us)   # a made-up trace's figures differ
     rng = checking.rng()
+    lines = []
     with tempfile.TemporaryDirectory() as tmp:
+        traces = [("the shipped trace", str(shipped), trace.load_events(shipped))]
         for where in ("lead", "trail"):
             made_up = _synthetic_trace(rng, where)
             path = Path(tmp) / f"made_up_{where}.json"
             path.write_text(json.dumps(made_up))
-            lines.append(_compare_idle(gpu_idle_stats(str(path), "loop"), made_up["traceEvents"], "loop",
-                                       f"a made-up trace, largest gap at the {where}", known))
+            traces.append((f"a made-up trace, largest gap at the {where}", str(path), made_up["traceEvents"]))
+        for k, (which, path, events) in enumerate(traces):
+            expected = trace.gpu_idle(list(events), "loop")
+            yours = _read_figures(gpu_idle_stats(path, "loop"), which)
+            problems = _idle_problems(yours, expected)
+            if problems:
+                right = (expected.kernel_count, expected.idle_fraction, expected.largest_gap_us)
+                others = [(_figures_or_none(gpu_idle_stats, p, w), e) for j, (w, p, e) in enumerate(traces) if j != k]
+                seen = [(yours, events), *((f, e) for f, e in others if f is not None)]
+                raise CheckFailed(f"{which}: " + "; ".join(problems),
+                                  hint=_unit_hint(yours, right, known if k else None) or _slip_hint(seen, "loop"))
+            lines.append(f"{which}: {expected.kernel_count} kernels, {expected.idle_fraction:.1%} idle, "
+                         f"largest gap {expected.largest_gap_us:.1f} us")
     return "; ".join(lines)
 
 
