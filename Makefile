@@ -52,8 +52,9 @@ test-cpu: $(SETUP) lint
 
 # The GPU tier: the reference run executes every notebook and solution once, strictly (claims must hold,
 # checkers must pass their solutions) and writes reports/gpu/; then the GPU tests that time something, one at a
-# time, and in parallel the labs (stubs must fail their checkers) and the GPU tests that time nothing (their
-# exercises are declared untimed in the course model). Prints what each part cost.
+# time, and in parallel the labs (stubs must fail their checkers), the GPU tests that time nothing (their
+# exercises are declared untimed in the course model) and the no-answer tests (whose candidates share the GPU
+# anyway). Prints what each part cost.
 test-gpu: $(SETUP)
 	@start=$$(date +%s); \
 	$(PY) -m launchlab_tools.reference_run && $(PY) -m launchlab_tools.start_page && \

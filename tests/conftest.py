@@ -51,7 +51,8 @@ def lenient_checkers(monkeypatch, capsys, results_dir):
 def pytest_collection_modifyitems(items):
     """A GPU test of an exercise (marked `exercise(lab, number)`) whose checker times nothing, as the course model
     declares, may share the GPU: it is marked `concurrent`, and the GPU tier runs it in parallel with the labs. A
-    test that names no exercise stays in the serial phase, the safe side."""
+    test that names no exercise stays in the serial phase, the safe side, unless it marks itself `concurrent` (the
+    no-answer tests do: their candidates share the GPU in either phase)."""
     from launchlab import course
 
     # The one-process test first: every lab's wrong answers then its right ones, whose verdicts the suites' own
