@@ -64,7 +64,7 @@ def _work(path, annotation, cats=GPU_WORK, extend=True, starts_inside=True, at_s
         work = [e for e in events if e["cat"] in cats and (lo <= e["ts"] if at_start else lo < e["ts"])
                 and (e["ts"] <= hi if at_end else e["ts"] < hi)]
     else:  # anything that overlaps the range
-        work = [e for e in events if e["cat"] in cats and e["ts"] < hi and e["ts"] + e["dur"] > lo]
+        work = [e for e in events if e["cat"] in cats and e["ts"] <= hi and e["ts"] + e["dur"] > lo]
     if extend:
         hi = max([hi] + [e["ts"] + e["dur"] for e in work])
     kernels = sum(e["cat"] == "kernel" for e in work)

@@ -275,6 +275,10 @@ def test_lab04_exercise4_hints_name_the_mistake(monkeypatch):
     assert "in place" in ch04.check_clip_without_sync(clip_in_place).hint
     assert "host" in ch04.check_clip_without_sync(clip_with_tolist).hint
     assert "float32" in ch04.check_clip_without_sync(clip_in_double).hint
+    # a mistake in the values gets a hint on the values, not the exercise's hint on capture
+    assert ch04.check_clip_without_sync(clip_by_squared_norm).hint == ch04.CLIP_VALUES_HINT
+    assert ch04.check_clip_without_sync(clip_always).hint == ch04.CLIP_VALUES_HINT
+    assert ch04.check_clip_without_sync(normalise_then_rescale).hint == ch04.CLIP_ZERO_HINT
 
 
 # On a GPU the checker also captures the function once and replays it: the right answers must capture, and a

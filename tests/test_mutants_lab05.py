@@ -56,6 +56,28 @@ def equal_counts_in_order(durations, branches):
     return [list(range(b * per, min((b + 1) * per, len(durations)))) for b in range(branches)]
 
 
+def filled_up_to_the_average(durations, branches):
+    """Longest first, each on the first branch it fits under the average load, else the least loaded one."""
+    limit, loads, assignment = sum(durations) / branches, [0.0] * branches, [[] for _ in range(branches)]
+    for i in sorted(range(len(durations)), key=lambda i: -durations[i]):
+        fits = [b for b in range(branches) if loads[b] + durations[i] <= limit]
+        target = fits[0] if fits else loads.index(min(loads))
+        assignment[target].append(i)
+        loads[target] += durations[i]
+    return assignment
+
+
+def positions_in_a_sorted_copy(durations, branches):
+    """Longest first onto the least loaded branch, but the indices are positions in a sorted copy."""
+    ordered = sorted(durations, reverse=True)
+    loads, assignment = [0.0] * branches, [[] for _ in range(branches)]
+    for i, d in enumerate(ordered):
+        target = loads.index(min(loads))
+        assignment[target].append(i)
+        loads[target] += d
+    return assignment
+
+
 LAB_SCHEDULE = longest_first(ch05.DURATIONS_US, ch05.BRANCHES)
 
 SCHEDULE_ANSWERS = [
@@ -73,6 +95,8 @@ SCHEDULE_ANSWERS = [
     Answer("a task placed twice", "bad value",
            lambda durations, branches: [b + [0] if k == 1 else b for k, b in enumerate(longest_first(durations, branches))]),
     Answer("returns None", "bad value", lambda durations, branches: None),
+    Answer("branches filled up to the average load (found by a blind attack)", "method", filled_up_to_the_average),
+    Answer("indices of a sorted copy (found by a blind attack)", "structure", positions_in_a_sorted_copy),
 ]
 
 
@@ -86,6 +110,18 @@ def test_lab05_exercise4_schedule(monkeypatch, capsys):
                   call=SUITE_SCHEDULE.call, trials=3, part=SUITE_SCHEDULE.part)
     capsys.readouterr()
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.exercise("05", 4)
+def test_lab05_exercise4_a_mistake_in_the_indices_is_told_so(monkeypatch, capsys):
+    """Indices that are not the tasks' own get a hint on indices, not the exercise's hint on balancing loads."""
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    for answer in (positions_in_a_sorted_copy, SCHEDULE_ANSWERS[9].fn):
+        verdict = without_cuda(ch05.check_assignment, answer)
+        assert not verdict and "positions in `durations` as given" in verdict.hint, verdict
+    verdict = without_cuda(ch05.check_assignment, SCHEDULE_ANSWERS[8].fn)
+    assert not verdict and "at most `branches` lists" in verdict.hint, verdict
+    capsys.readouterr()
 
 
 def _longest_first_round_robin(durations, branches):

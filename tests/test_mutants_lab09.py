@@ -666,6 +666,8 @@ RUNG_ANSWERS = [
     Answer("a tie taken step by step from the fastest (found by a blind attack)", "method", tie_step_by_step),
     Answer("persistent only where fusable (found by a blind attack)", "structure",
            lambda workload: ch09.rung_by(workload, allow=ch09.persistent_needs_fusable)),
+    Answer("a time divided by stages - 1 (found by a blind attack)", "unit", lambda workload: ch09.rung_by(
+        {**workload, "measurements": {r: {**m, "stages": m["stages"] - 1} for r, m in workload["measurements"].items()}})),
     Answer("the lab's answers looked up by name", "hard-coded",
            lambda workload: LAB_ANSWERS.get(workload["name"], "graph + PDL")),
     Answer("misspelled", "bad value", lambda workload: choose_rung(workload).replace(" + ", "+")),
@@ -815,6 +817,10 @@ WRONG_RULES = {
     "the fastest figure, allowed or not": rule(respect=()),
     "fusable ignored": rule(respect=("own_kernels",)),
     "own_kernels ignored": rule(respect=("fusable",)),
+    "a tie taken step by step from the fastest": tie_step_by_step,
+    "persistent only where fusable": lambda workload: ch09.rung_by(workload, allow=ch09.persistent_needs_fusable),
+    "a time divided by stages - 1": lambda workload: ch09.rung_by(
+        {**workload, "measurements": {r: {**m, "stages": m["stages"] - 1} for r, m in workload["measurements"].items()}}),
 }
 
 

@@ -220,3 +220,22 @@ def test_answers_after_one_that_stops_the_shared_run_meet_fresh_ranks_together(m
         assert len(runs) == 2 and "def summed_after(" in runs[1] and "def summed_first(" not in runs[1]
         assert ch08.check_functional_all_reduce(summed_after)
     assert not any(fn in rank_checks._TOGETHER for fn in answers)
+
+
+GLOO_GONE = "RuntimeError: [gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:33416"
+NCCL_GONE = "DistBackendError: NCCL error: remote process exited or there was a network error"
+
+
+@pytest.mark.parametrize("lost", [GLOO_GONE, NCCL_GONE], ids=["gloo", "nccl"])
+def test_a_rank_left_waiting_in_a_collective_names_the_rank_that_skipped_it(lost):
+    with pytest.raises(CheckFailed) as failed:
+        rank_checks.answered([{"rank": 0, "raised": lost}, {"rank": 1}], "all_reduce_functional")
+    assert "rank 1 never met rank 0 in its collective" in str(failed.value), failed.value
+    assert lost in str(failed.value) and "same collective calls" in failed.value.hint
+
+
+def test_a_ranks_own_error_comes_before_its_peers_lost_connection():
+    rows = [{"rank": 0, "raised": GLOO_GONE}, {"rank": 1, "raised": "ValueError: shapes (4,) and (8,) differ"}]
+    with pytest.raises(CheckFailed) as failed:
+        rank_checks.answered(rows, "all_reduce_functional")
+    assert str(failed.value).startswith("rank 1: your all_reduce_functional raised ValueError"), failed.value

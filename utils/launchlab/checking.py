@@ -603,7 +603,7 @@ def _stream_at(pointer: int):
     return torch.cuda.default_stream() if pointer == 0 else torch.cuda.ExternalStream(pointer)
 
 
-_COUNT_PIECE = 1 << 24   # bytes of a held block compared at once
+_COUNT_PIECE = 1 << 22   # bytes of a held block compared at once: about 10 bytes of temporaries each (40 MiB)
 
 
 @dataclass
@@ -619,8 +619,9 @@ class HeldMemory:
         import torch
 
         torch.cuda.synchronize()
-        # Counted in 16 MiB pieces: the hold owns every free byte of the pool, so a temporary the size of a held
-        # block (gigabytes, where a process cached a large buffer) would need memory the device no longer has.
+        # Counted in 4 MiB pieces: the hold owns every free byte of the pool, so a temporary the size of a held
+        # block (gigabytes, where a process cached a large buffer) would need memory the device no longer has; a
+        # piece's comparison is a bool the piece's size, and its count casts that to int64 (8 bytes a byte).
         changed = torch.zeros((), dtype=torch.int64, device=self.blocks[0].device) if self.blocks else None
         for block in self.blocks:
             for i in range(0, block.numel(), _COUNT_PIECE):

@@ -377,7 +377,8 @@ def answered(rows: list[dict], what: str) -> None:
     for r in rows:
         if "not_implemented" in r:
             raise NotImplementedError(f"your {what} still raises NotImplementedError in the ranks")
-    for r in rows:
+    # a rank's own error first: a peer's lost connection is only the echo of it
+    for r in sorted(rows, key=lambda r: bool(_PEER_GONE.search(r.get("raised", "")))):
         if "raised" in r:
             left = [o["rank"] for o in rows if "raised" not in o and o["rank"] != r["rank"]]
             if left and _PEER_GONE.search(r["raised"]):

@@ -143,7 +143,7 @@ def _slips(events: Sequence[dict], annotation: str) -> dict[str, tuple[Figures, 
             (*right[:2], _figures(work, (lo, last))[2]),
             "count the gap from the last GPU work's end to the window's end among the gaps"),
         "work started before the range counted": (
-            inside(lambda i: i.start_us < cpu.end_us and i.end_us > cpu.start_us),
+            inside(lambda i: i.start_us <= cpu.end_us and i.end_us > cpu.start_us),
             "keep only the GPU work that starts inside the range: work started before it belongs to earlier code"),
         "a start at the range's end left out (a half-open range)": (
             inside(lambda i: cpu.start_us <= i.start_us < cpu.end_us), inclusive),
@@ -176,8 +176,9 @@ def _slip_hint(seen: list[tuple[Figures, Sequence[dict]]], annotation: str) -> s
     if not matches:
         return None
     name, fix = matches[0]
-    also = f" (or: {'; '.join(n for n, _ in matches[1:])})" if matches[1:] else ""
-    return f"your figures are those of an answer that {what[name][0].lower()}{what[name][1:]}{also} Fix: {fix}."
+    also = "".join(f"; or one that {what[other][0].lower()}{what[other][1:].rstrip('.')}" for other, _ in matches[1:])
+    return (f"your figures are those of an answer that {what[name][0].lower()}{what[name][1:].rstrip('.')}{also}. "
+            f"Fix: {fix}.")
 
 
 def _unit_hint(yours: Figures, right: Figures, shipped: Figures | None) -> str | None:

@@ -304,6 +304,11 @@ def clip_by_norm_syncing(g, max_norm: float):
 
 # norms as multiples of max_norm: well below, just below, just above and well above it, then a zero vector
 CLIP_NORMS = (0.03, 0.5, 0.97, 1.04, 2.0, 8.0, 0.0)
+CLIP_VALUES_HINT = ("the values differ from clipping by norm: every element times min(1, max_norm / g.norm()), "
+                    "the Euclidean (L2) norm of the whole of g, not its square, not each element's size; a g shorter "
+                    "than max_norm comes back unchanged")
+CLIP_ZERO_HINT = ("a zero g: g / g.norm() is 0 / 0, NaN; keep the factor max_norm / g.norm() (infinite for a zero g), "
+                  "clamp it to 1 and multiply g by it, so a zero g stays zero")
 
 
 def _clip_cases(device: str, max_norm: float, seed: int = 0):
@@ -343,7 +348,11 @@ def check_clip_without_sync(clip_by_norm: Callable, max_norm: float | None = Non
             raise CheckFailed(f"{what}: your function changed its input g",
                               hint="return a new tensor (g * scale); g.mul_(scale) or g *= scale rewrites the "
                               "caller's gradient in place")
-        _close(yours, expected, what)
+        try:
+            _close(yours, expected, what)
+        except CheckFailed as failed:   # values, not capture: the exercise's hint is about capture, so say what
+            raise CheckFailed(str(failed), hint=failed.hint or (
+                CLIP_ZERO_HINT if "NaN" in str(failed) else CLIP_VALUES_HINT)) from None
     if device == "cpu":
         return f"{len(cases)} eager cases right on the CPU, no host reads (capture checked only on a GPU)"
     static_g = torch.zeros(1024, device="cuda")

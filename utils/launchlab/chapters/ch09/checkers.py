@@ -843,9 +843,10 @@ SLIPS = [
                                           "a stage); only fused needs fusable as well"),
 ]
 
-FLAGS_ONLY_HINT = ("your rung follows own_kernels and fusable alone, never the measurements: of the rungs they allow, "
-                   "compare each one's median(samples_us) / stages and take the first in RUNGS within "
-                   f"{TIE:.0%} of the fastest")
+FLAGS_ONLY_HINT = ("your rung is the same for every workload with the same own_kernels and fusable, whatever its "
+                   "measurements (ignoring them does that, and so does a tie written as 5 rather than 0.05): of the "
+                   "rungs the flags allow, compare each one's median(samples_us) / stages and take the first in "
+                   f"RUNGS within {TIE:.0%} of the fastest")
 
 # The made-up workloads' gaps, as the simpler rung's per-stage median over the faster one's, less 1: a tie well
 # inside TIE, a miss just outside it and inside 1 / (1 - TIE) - 1 = 5.26% (so taking the gap as a fraction of the
@@ -984,8 +985,8 @@ def _rung_of(choose_rung: Callable, workload: dict) -> str:
 
 
 def _rung_failure(trap: str, workload: dict, yours: str, judged: list[tuple[dict, str]]) -> CheckFailed:
-    """The failure for the first workload answered wrong, with the hint of the slip that explains the answers: the
-    one that gives all of them if there is one, else one that gives this one."""
+    """The failure for the first workload answered wrong, with the hint of the slip that gives every answer, or of
+    answers that follow the flags alone; else the exercise's own hint."""
     expected = rung_by(workload)
     what = f"for {workload['name']!r}" + (f" (its trap: {trap})" if trap else "")
     detail = f"{what} you chose {yours!r}, expected {expected!r}; {_per_stage_line(workload)}"
