@@ -69,13 +69,7 @@ def filled_up_to_the_average(durations, branches):
 
 def positions_in_a_sorted_copy(durations, branches):
     """Longest first onto the least loaded branch, but the indices are positions in a sorted copy."""
-    ordered = sorted(durations, reverse=True)
-    loads, assignment = [0.0] * branches, [[] for _ in range(branches)]
-    for i, d in enumerate(ordered):
-        target = loads.index(min(loads))
-        assignment[target].append(i)
-        loads[target] += d
-    return assignment
+    return in_the_order_given(sorted(durations, reverse=True), branches)
 
 
 LAB_SCHEDULE = longest_first(ch05.DURATIONS_US, ch05.BRANCHES)

@@ -408,9 +408,9 @@ def check_assignment(assign: Callable[[Sequence[float], int], list[list[int]]]) 
     yours = makespan(assignment, DURATIONS_US)
     rng = checking.rng()
     # Made-up cases, unsorted: short tasks before one long one (where placing tasks in the order given goes
-    # wrong), and random ones, so no schedule written for the lab's tasks fits them.
-    # and six tasks whose two halves balance exactly, where filling branches up to the average load in turn
-    # ends 13% longer than longest-first (89 against 79 us)
+    # wrong); six tasks whose two halves balance exactly (where filling branches up to the average load in turn
+    # ends 13% longer than longest-first, 89 against 79 us); and random ones, so no schedule written for the
+    # lab's tasks fits them.
     cases = [([1.0] * 12 + [12.0], 4), ([34.0, 21.0, 23.0, 22.0, 35.0, 23.0], 2)]
     for _ in range(4):
         cases.append(([rng.uniform(2, 40) for _ in range(rng.randint(8, 16))], rng.randint(2, 5)))
