@@ -390,6 +390,37 @@ def test_a_broken_gpu_raises_under_strict(fake_cuda, monkeypatch):
         _demo("right")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("how", ["a host read inside torch.cuda.graph", "a capture ended through the CUDA runtime"])
+def test_a_failed_capture_leaves_the_allocator_reusing_memory_after_the_restore(how):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    x = torch.ones(8, device="cuda")
+    if how == "a host read inside torch.cuda.graph":
+        # the classic mistake: the read invalidates the capture, and the graph's exit raises before it tells the
+        # allocator that the capture is over
+        with pytest.raises(RuntimeError):
+            with torch.cuda.graph(torch.cuda.CUDAGraph()):
+                (x * 2).sum().item()
+    else:
+        graph, side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            graph.capture_begin()
+            x.mul(2)
+            checking._end_capture(side.cuda_stream)   # what the restore does to a capture torch did not end
+        assert not checking._allocator_frees_after_streams(torch.cuda.current_device())   # the state to put back
+    assert checking.restore_cuda_state() is None
+    assert checking._allocator_frees_after_streams(torch.cuda.current_device())
+    side = torch.cuda.Stream()
+    let_go = torch.zeros(4096, device="cuda")
+    let_go.record_stream(side)
+    del let_go
+    with checking.holding_freed_memory() as held:
+        assert held.unheld == 0 and checking._free_blocks(torch.cuda.current_device()) == ([], 0), _pool_state(held)
+
+
 def test_without_cuda_initialised_the_restore_touches_nothing(monkeypatch):
     fake = _FakeCuda(initialised=False)
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=fake))
@@ -484,7 +515,7 @@ def test_a_figure_off_in_one_round_is_measured_again_and_fails_only_when_off_in_
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("where", ["default stream", "side stream", "large block", "awaiting another stream",
-                                   "after a large buffer was cached"])
+                                   "after a large buffer was cached", "beside a block of a destroyed stream"])
 def test_holding_freed_memory_counts_what_a_graph_writes_after_its_buffer_is_let_go(where, monkeypatch):
     import torch
 
@@ -494,6 +525,18 @@ def test_holding_freed_memory_counts_what_a_graph_writes_after_its_buffer_is_let
         # block that large, and counting what changed in it must need no temporary of its size (or 8 times it)
         cached = torch.empty(torch.cuda.get_device_properties(0).total_memory // 6, dtype=torch.uint8, device="cuda")
         del cached
+    if where == "beside a block of a destroyed stream":
+        # a block cached for a stream that another library made and has destroyed since (a CuPy stream, say): no
+        # kernel can run on that stream any more, and the hold must take its block all the same
+        from cuda.bindings import runtime
+
+        error, made = runtime.cudaStreamCreate()
+        assert error == runtime.cudaError_t.cudaSuccess, error
+        with torch.cuda.stream(torch.cuda.ExternalStream(int(made))):
+            orphan = torch.zeros(4096, device="cuda")
+        torch.cuda.synchronize()
+        del orphan
+        runtime.cudaStreamDestroy(made)
     elements = (3 << 20) if where == "large block" else 4096     # 12 MiB: the large pool; 16 KiB: the small one
     side = torch.cuda.Stream()
     with torch.cuda.stream(side if where == "side stream" else torch.cuda.current_stream()):
@@ -532,4 +575,4 @@ def _pool_state(held) -> str:
 
     free, pending = checking._free_blocks(torch.cuda.current_device())
     return (f"held {len(held.blocks)} blocks, {sum(b.numel() for b in held.blocks):,} bytes, unheld {held.unheld:,}; "
-            f"free left {[(kind, size) for _, kind, size in free][:12]}, pending {pending:,}")
+            f"free left {[(kind, size) for _, kind, size in free][:12]}, pending {pending:,}; why unheld: {held.why}")

@@ -285,7 +285,54 @@ def _restore_torch(cuda) -> str | None:
         cuda.synchronize(device)
     except Exception as exc:  # a sticky error (an illegal address), or a capture on a stream out of reach
         return _first_line(exc)
-    return None
+    try:
+        stuck = _allocator_capture_ended(device)
+    except Exception:  # an allocator without these calls (another PyTorch): nothing more to put back
+        return None
+    return ("PyTorch's memory allocator still counts a failed capture as running, so it no longer reuses memory "
+            "freed after other streams' work" if stuck else None)
+
+
+def _allocator_frees_after_streams(device: int) -> bool:
+    """Whether the caching allocator still hands back a block used on another stream once that stream's work is
+    done: it stops doing so while it counts a capture as running (it may not query events during one)."""
+    import torch
+
+    side = torch.cuda.Stream(device)
+    probe = torch.empty(128, device=device)
+    probe.record_stream(side)
+    address = probe.data_ptr()
+    del probe
+    torch.cuda.synchronize(device)
+    torch.empty(128, device=device)  # an allocation is when the allocator looks at finished streams' events
+    return not any(block["address"] == address and block["state"] == "active_pending_free"
+                   for segment in torch.cuda.memory_snapshot() if segment["device"] == device
+                   for block in segment["blocks"])
+
+
+def _allocator_capture_ended(device: int) -> bool:
+    """End, in PyTorch's caching allocator, the captures failed ones left counted as running: whether any is left.
+
+    torch.cuda.graph's exit ends its capture in the allocator only after CUDA ended the stream's capture, so a
+    capture that an illegal call invalidated (the classic .item() inside it), or one ended through the CUDA
+    runtime, stays counted, and from then on memory freed after other streams' work is never reused. torch has no
+    call that lists those captures: every pool id torch handed out so far is tried (a wrong one is refused)."""
+    import torch
+
+    if _allocator_frees_after_streams(device):
+        return False
+    graph = torch.cuda.CUDAGraph()
+    with warnings.catch_warnings(), torch.cuda.stream(torch.cuda.Stream(device)):
+        warnings.simplefilter("ignore")   # "the CUDA Graph is empty": it is made only for the pool id it gets
+        graph.capture_begin()
+        graph.capture_end()
+    made = max(*graph.pool(), *torch.cuda.graph_pool_handle())   # the highest id either counter has reached
+    del graph
+    for number in range(1, made + 1):
+        for pool in ((number, 0), (0, number)):
+            with contextlib.suppress(RuntimeError):
+                torch._C._cuda_endAllocateToPool(device, pool)
+    return not _allocator_frees_after_streams(device)
 
 
 _no_driver = False  # no CUDA driver (or no cuda-bindings) here: the driver-level check has nothing to ask
@@ -613,6 +660,7 @@ class HeldMemory:
     blocks: list
     fill: int = 255
     unheld: int = 0    # free bytes the hold could not take (an allocator set up otherwise than by default)
+    why: list = dataclasses.field(default_factory=list)   # why each unheld piece was not taken, for a failure to say
 
     def written(self) -> int:
         """Held bytes that no longer hold the fill: written since it was made."""
@@ -677,15 +725,22 @@ def holding_freed_memory() -> Iterator[HeldMemory]:
             # the allocator gives each stream its own blocks, and the best fit for an exact size is a block of that
             # size; a small segment's blocks are handed out 1 MiB at most at a time (larger requests go elsewhere)
             try:
-                with torch.cuda.stream(_stream_at(stream)):
-                    while size > 0:
-                        take = min(size, 1 << 20) if kind == "small" else size
-                        held.blocks.append(torch.full((take,), 255, dtype=torch.uint8, device=device))
-                        size -= take
-            except (RuntimeError, torch.OutOfMemoryError):   # a stream that is gone, or no room for the fill
+                while size > 0:
+                    take = min(size, 1 << 20) if kind == "small" else size
+                    # taken on the block's stream, filled on the current one: the block may sit on a stream that
+                    # was destroyed since (a CuPy or cuda.core stream), where no kernel can run; the synchronize
+                    # below orders the fill before anything the hold's owner does
+                    with torch.cuda.stream(_stream_at(stream)):
+                        block = torch.empty((take,), dtype=torch.uint8, device=device)
+                    held.blocks.append(block.fill_(255))
+                    size -= take
+            except (RuntimeError, torch.OutOfMemoryError) as error:   # no room left for the fill's own work
                 held.unheld += size
+                held.why.append(f"{size:,} bytes on stream {stream:#x}: {str(error).splitlines()[0]}")
     else:
-        held.unheld += sum(size for _, _, size in _free_blocks(device)[0])
+        left = sum(size for _, _, size in _free_blocks(device)[0])
+        held.unheld += left
+        held.why.append(f"{left:,} bytes still free after 16 rounds")
     torch.cuda.synchronize()
     try:
         yield held
