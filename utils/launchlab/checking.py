@@ -298,7 +298,10 @@ def _allocator_frees_after_streams(device: int) -> bool:
     done: it stops doing so while it counts a capture as running (it may not query events during one)."""
     import torch
 
-    side = torch.cuda.Stream(device)
+    # A high-priority stream: torch hands out its default-priority streams round-robin from a pool of 32, and a
+    # draw here would move which one a learner's next torch.cuda.Stream() returns (it can be the very stream
+    # torch.cuda.graph captures on, which turns a fork into a chain)
+    side = torch.cuda.Stream(device, priority=-1)
     probe = torch.empty(128, device=device)
     probe.record_stream(side)
     address = probe.data_ptr()
@@ -322,7 +325,7 @@ def _allocator_capture_ended(device: int) -> bool:
     if _allocator_frees_after_streams(device):
         return False
     graph = torch.cuda.CUDAGraph()
-    with warnings.catch_warnings(), torch.cuda.stream(torch.cuda.Stream(device)):
+    with warnings.catch_warnings(), torch.cuda.stream(torch.cuda.Stream(device, priority=-1)):
         warnings.simplefilter("ignore")   # "the CUDA Graph is empty": it is made only for the pool id it gets
         graph.capture_begin()
         graph.capture_end()
