@@ -286,11 +286,19 @@ def _restore_torch(cuda) -> str | None:
     except Exception as exc:  # a sticky error (an illegal address), or a capture on a stream out of reach
         return _first_line(exc)
     try:
-        stuck = _allocator_capture_ended(device)
+        if _allocator_frees_after_streams(device):
+            return None
     except Exception:  # an allocator without these calls (another PyTorch): nothing more to put back
         return None
+    try:
+        stuck = _allocator_capture_ended(device)
+    except Exception:  # found stuck, and the repair itself failed: as stuck as before
+        stuck = True
     return ("PyTorch's memory allocator still counts a failed capture as running, so it no longer reuses memory "
             "freed after other streams' work" if stuck else None)
+
+
+_probe_streams: dict = {}   # device -> the one stream the probe below uses, made once
 
 
 def _allocator_frees_after_streams(device: int) -> bool:
@@ -298,10 +306,10 @@ def _allocator_frees_after_streams(device: int) -> bool:
     done: it stops doing so while it counts a capture as running (it may not query events during one)."""
     import torch
 
-    # A high-priority stream: torch hands out its default-priority streams round-robin from a pool of 32, and a
-    # draw here would move which one a learner's next torch.cuda.Stream() returns (it can be the very stream
+    # One high-priority stream, made once: torch hands out its streams round-robin from pools of 32, and a draw
+    # here would move which one a learner's next torch.cuda.Stream() returns (it can be the very stream
     # torch.cuda.graph captures on, which turns a fork into a chain)
-    side = torch.cuda.Stream(device, priority=-1)
+    side = _probe_streams.setdefault(device, torch.cuda.Stream(device, priority=-1))
     probe = torch.empty(128, device=device)
     probe.record_stream(side)
     address = probe.data_ptr()
@@ -319,22 +327,33 @@ def _allocator_capture_ended(device: int) -> bool:
     torch.cuda.graph's exit ends its capture in the allocator only after CUDA ended the stream's capture, so a
     capture that an illegal call invalidated (the classic .item() inside it), or one ended through the CUDA
     runtime, stays counted, and from then on memory freed after other streams' work is never reused. torch has no
-    call that lists those captures: every pool id torch handed out so far is tried (a wrong one is refused)."""
+    call that lists those captures: the pool ids captures were given, newest first, are tried (a wrong one is
+    refused), and each ended one is released (its graph never will be); pools made by graph_pool_handle() or
+    MemPool, which a learner's own `with use_mem_pool(...)` may hold open, are tried only if that was not enough.
+    Assumes one thread, as a notebook's kernel runs checks."""
     import torch
 
-    if _allocator_frees_after_streams(device):
-        return False
     graph = torch.cuda.CUDAGraph()
-    with warnings.catch_warnings(), torch.cuda.stream(torch.cuda.Stream(device, priority=-1)):
+    with warnings.catch_warnings(), torch.cuda.stream(_probe_streams.setdefault(
+            device, torch.cuda.Stream(device, priority=-1))):
         warnings.simplefilter("ignore")   # "the CUDA Graph is empty": it is made only for the pool id it gets
         graph.capture_begin()
         graph.capture_end()
-    made = max(*graph.pool(), *torch.cuda.graph_pool_handle())   # the highest id either counter has reached
+    captures, made = graph.pool()[0], torch.cuda.graph_pool_handle()[1]   # the counters' highest ids so far
     del graph
-    for number in range(1, made + 1):
-        for pool in ((number, 0), (0, number)):
-            with contextlib.suppress(RuntimeError):
+    torch.cuda.synchronize(device)   # blocks held back for other streams are let go as soon as their pool ends
+    for pools, release in (([(n, 0) for n in range(captures - 1, 0, -1)], True),
+                           ([(0, n) for n in range(made - 1, 0, -1)], False)):
+        for pool in pools:
+            try:
                 torch._C._cuda_endAllocateToPool(device, pool)
+            except RuntimeError:   # not a capture the allocator counts as running
+                continue
+            if release:
+                with contextlib.suppress(RuntimeError):
+                    torch._C._cuda_releasePool(device, pool)
+            if _allocator_frees_after_streams(device):
+                return False
     return not _allocator_frees_after_streams(device)
 
 
@@ -748,6 +767,7 @@ def holding_freed_memory() -> Iterator[HeldMemory]:
     try:
         yield held
     finally:
+        torch.cuda.synchronize()   # the block's work (a replay writing freed memory) ends before its blocks go back
         del held.blocks[:]
 
 
