@@ -406,8 +406,9 @@ def test_lab00_exercise4_median():
     assert "mean" in ch00.check_median(lambda fn: float(np.mean(_samples(fn)))).hint
     assert "sort" in ch00.check_median(unsorted_middle).hint
     hint = ch00.check_median(lambda fn: _samples(fn)[0]).hint
-    # the first call of a draw can also be its fastest or slowest, and then that slip's hint is as right
-    assert any(words in hint for words in ("one call's time", "fastest sample", "slowest sample")), hint
+    # the first call of a draw can also be its fastest, its slowest or as long as its unsorted middle one (within the
+    # checker's tolerance), and then that slip's hint is as right: each names a figure read off a single call
+    assert any(words in hint for words in ("one call's time", "fastest sample", "slowest sample", "middle")), hint
 
 
 def _simulated_calls(seed, calls):
