@@ -301,6 +301,15 @@ def _restore_torch(cuda) -> str | None:
 _probe_streams: dict = {}   # device -> the one stream the probe below uses, made once
 
 
+def _probe_stream(device: int):
+    """The restore's own high-priority stream on this device, made on first use."""
+    import torch
+
+    if device not in _probe_streams:
+        _probe_streams[device] = torch.cuda.Stream(device, priority=-1)
+    return _probe_streams[device]
+
+
 def _allocator_frees_after_streams(device: int) -> bool:
     """Whether the caching allocator still hands back a block used on another stream once that stream's work is
     done: it stops doing so while it counts a capture as running (it may not query events during one)."""
@@ -309,7 +318,7 @@ def _allocator_frees_after_streams(device: int) -> bool:
     # One high-priority stream, made once: torch hands out its streams round-robin from pools of 32, and a draw
     # here would move which one a learner's next torch.cuda.Stream() returns (it can be the very stream
     # torch.cuda.graph captures on, which turns a fork into a chain)
-    side = _probe_streams.setdefault(device, torch.cuda.Stream(device, priority=-1))
+    side = _probe_stream(device)
     probe = torch.empty(128, device=device)
     probe.record_stream(side)
     address = probe.data_ptr()
@@ -334,8 +343,7 @@ def _allocator_capture_ended(device: int) -> bool:
     import torch
 
     graph = torch.cuda.CUDAGraph()
-    with warnings.catch_warnings(), torch.cuda.stream(_probe_streams.setdefault(
-            device, torch.cuda.Stream(device, priority=-1))):
+    with warnings.catch_warnings(), torch.cuda.stream(_probe_stream(device)):
         warnings.simplefilter("ignore")   # "the CUDA Graph is empty": it is made only for the pool id it gets
         graph.capture_begin()
         graph.capture_end()
