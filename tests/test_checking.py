@@ -2,6 +2,7 @@
 kept apart from the CUDA state earlier exercises leave; a lab sees its checkers, never their answers."""
 
 import ast
+import contextlib
 import importlib
 import json
 import re
@@ -388,6 +389,93 @@ def test_a_broken_gpu_raises_under_strict(fake_cuda, monkeypatch):
     monkeypatch.setenv("LAUNCHLAB_STRICT", "1")
     with pytest.raises(CheckFailed, match="restart the kernel"):
         _demo("right")
+
+
+@pytest.mark.parametrize("reused, repaired, expected", [
+    (True, None, None),                       # memory freed after other streams is reused: nothing to repair
+    (False, False, None),                     # stuck, and the repair ended the failed capture
+    (False, True, checking.ALLOCATOR_STUCK),  # stuck, and the repair could not end it
+    (False, RuntimeError("no such pool"), checking.ALLOCATOR_STUCK),   # stuck, and the repair raised
+    (RuntimeError("no memory_snapshot"), None, None),   # another PyTorch without these calls: nothing to repair
+])
+def test_the_restore_reports_an_allocator_left_stuck_only_when_its_repair_failed(fake_cuda, monkeypatch, reused,
+                                                                                 repaired, expected):
+    def outcome(value):
+        def call(device):
+            if isinstance(value, Exception):
+                raise value
+            return value
+        return call
+
+    monkeypatch.setattr(checking, "_allocator_frees_after_streams", outcome(reused))
+    monkeypatch.setattr(checking, "_allocator_capture_ended", outcome(repaired))
+    assert checking.restore_cuda_state() == expected
+
+
+def test_an_allocator_left_stuck_is_a_restart_verdict_with_its_own_hint(fake_cuda, monkeypatch, capsys):
+    monkeypatch.setattr(checking, "_allocator_frees_after_streams", lambda device: False)
+    monkeypatch.setattr(checking, "_allocator_capture_ended", lambda device: True)
+    verdict = _demo("right")
+    assert verdict.restart and checking.ALLOCATOR_STUCK in verdict.detail
+    assert verdict.hint == checking.ALLOCATOR_HINT and "illegal memory access" not in verdict.hint
+    fake_cuda.broken = "an illegal memory access was encountered"   # a sticky error keeps the general hint
+    assert _demo("right").hint == checking.RESTART_HINT
+
+
+class _FakeAllocator:
+    """PyTorch's allocator as the repair sees it: captures' pools (n, 0) and learners' pools (0, n) it counts as
+    running; memory freed after other streams is reused once every pool of `blocking` was ended."""
+
+    def __init__(self, running: set, blocking: set) -> None:
+        self.running, self.blocking, self.ended, self.released = set(running), set(blocking), [], []
+
+    def end(self, device, pool) -> None:
+        if pool not in self.running:
+            raise RuntimeError("endAllocatePool: not a pool being allocated to")
+        self.running.discard(pool)
+        self.ended.append(pool)
+
+    def release(self, device, pool) -> None:
+        self.released.append(pool)
+
+    def reused(self, device) -> bool:
+        return self.blocking <= set(self.ended)
+
+
+@pytest.mark.parametrize("running, blocking, ended, released, stuck", [
+    # one failed capture: ended and released, older pools left alone once memory is reused
+    ({(3, 0)}, {(3, 0)}, [(3, 0)], [(3, 0)], False),
+    # two failed captures: newest first, each released
+    ({(3, 0), (1, 0)}, {(3, 0), (1, 0)}, [(3, 0), (1, 0)], [(3, 0), (1, 0)], False),
+    # an older pool counted as running is left alone once ending the newest was enough
+    ({(4, 0), (2, 0)}, {(4, 0)}, [(4, 0)], [(4, 0)], False),
+    # a learner's own pool held open (use_mem_pool around the check) is left alone when a capture's was enough
+    ({(3, 0), (0, 2)}, {(3, 0)}, [(3, 0)], [(3, 0)], False),
+    # a learner's own pool: tried only after every capture's, and never released (it is theirs)
+    ({(0, 2)}, {(0, 2)}, [(0, 2)], [], False),
+    # nothing the repair can end: still stuck
+    (set(), {(9, 0)}, [], [], True),
+])
+def test_the_allocator_repair_ends_failed_captures_newest_first_and_stops_once_memory_is_reused(
+        monkeypatch, running, blocking, ended, released, stuck):
+    torch = pytest.importorskip("torch")
+    allocator = _FakeAllocator(running, blocking)
+
+    class EmptyGraph:   # the repair's own empty capture, made only to learn the captures' highest pool id
+        def capture_begin(self) -> None: ...
+        def capture_end(self) -> None: ...
+        def pool(self): return (5, 0)
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", EmptyGraph)
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: (0, 3))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch._C, "_cuda_endAllocateToPool", allocator.end)
+    monkeypatch.setattr(torch._C, "_cuda_releasePool", allocator.release)
+    monkeypatch.setattr(checking, "_probe_stream", lambda device: None)
+    monkeypatch.setattr(checking, "_allocator_frees_after_streams", allocator.reused)
+    assert checking._allocator_capture_ended(0) is stuck
+    assert (allocator.ended, allocator.released) == (ended, released)
 
 
 @pytest.mark.gpu

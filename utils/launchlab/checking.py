@@ -294,8 +294,7 @@ def _restore_torch(cuda) -> str | None:
         stuck = _allocator_capture_ended(device)
     except Exception:  # found stuck, and the repair itself failed: as stuck as before
         stuck = True
-    return ("PyTorch's memory allocator still counts a failed capture as running, so it no longer reuses memory "
-            "freed after other streams' work" if stuck else None)
+    return ALLOCATOR_STUCK if stuck else None
 
 
 _probe_streams: dict = {}   # device -> the one stream the probe below uses, made once
@@ -412,11 +411,17 @@ def restore_cuda_state() -> str | None:
 
 RESTART_HINT = ("a CUDA error such as an illegal memory access stays with the process that made it: every later "
                 "GPU call fails until the kernel is restarted")
+ALLOCATOR_STUCK = ("PyTorch's memory allocator still counts a failed capture as running, so it no longer reuses "
+                   "memory freed after other streams' work")
+ALLOCATOR_HINT = ("a capture that fails inside torch.cuda.graph (a host read such as .item() in the captured code) "
+                  "can stay counted as running in PyTorch's memory allocator; the checker tried to end it and could "
+                  "not, and until a new process starts, the checks that hold freed memory cannot judge your answer")
 
 
 def _restart(declared: Declared, why: str) -> Verdict:
+    hint = ALLOCATOR_HINT if ALLOCATOR_STUCK in why else RESTART_HINT
     return Verdict(declared.name, False, f"{RESTART}: {why}. Kernel > Restart, then run the lab's first cell and "
-                                         f"{declared.label} again", RESTART_HINT)
+                                         f"{declared.label} again", hint)
 
 
 def _gpu_before(declared: Declared) -> Verdict | None:
