@@ -5,6 +5,7 @@ import heapq
 
 import pytest
 
+from launchlab import graphs
 from launchlab.chapters.ch05 import checkers as ch05
 from mutants import Answer, judge, suite, without_cuda
 
@@ -324,6 +325,39 @@ def test_lab05_exercise1_torch_diamond(monkeypatch):
     assert "after a = x + 1" in ch05.check_torch_diamond(torch_forked_before_a).hint
     assert "rejoin" in ch05.check_torch_diamond(torch_never_joined).hint
     assert "did not change" in ch05.check_torch_diamond(torch_answer_typed_in).hint
+
+
+def _next_stream_is_the_capture_stream(torch) -> bool:
+    """Draw torch.cuda.Stream() until the next draw returns torch.cuda.graph's capture stream; False if none does."""
+    torch.cuda.graph(torch.cuda.CUDAGraph())   # makes torch.cuda.graph's default capture stream if none exists yet
+    capture = torch.cuda.graph.default_capture_stream
+    for _ in range(64):   # torch hands out a pool of 32 streams in turn: find where the capture stream sits
+        if torch.cuda.Stream() == capture:
+            break
+    else:
+        return False
+    for _ in range(31):
+        torch.cuda.Stream()
+    return True
+
+
+@pytest.mark.exercise("05", 1)
+@pytest.mark.gpu
+def test_lab05_exercise1_a_side_stream_that_is_the_capture_stream_is_no_wrong_answer(monkeypatch):
+    """The right answer whose torch.cuda.Stream() returns the very stream torch.cuda.graph captures on (one call in
+    32) captures a chain; the checker captures it once more and passes it, and a chain captured twice still fails."""
+    import torch
+
+    monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
+    if not _next_stream_is_the_capture_stream(torch):
+        pytest.skip("torch.cuda.graph's capture stream is not one that torch.cuda.Stream() hands out here")
+    graph, _ = torch_diamond(torch.zeros(ch05.N, device="cuda"))
+    assert graphs.topology(graph).is_chain()   # the collision is real: the right fork was captured as a chain
+    assert _next_stream_is_the_capture_stream(torch)
+    verdict = ch05.check_torch_diamond(torch_diamond)
+    assert verdict, verdict.detail
+    assert _next_stream_is_the_capture_stream(torch)
+    assert "one stream" in ch05.check_torch_diamond(torch_on_one_stream).hint
 
 
 # ---- exercise 2: repair an unjoined capture (CuPy) ---------------------------------------------------------
