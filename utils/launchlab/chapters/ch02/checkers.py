@@ -367,6 +367,15 @@ def _planted_sweeps(rng: random.Random) -> list[tuple[str, dict, float, float]]:
         roofline = [max(f / flops_rate, b / peak_bytes) for f, b in zip(matmul["flops"], matmul["bytes"], strict=True)]
         cases.append((f"matmul at machine balance {balance:.3g}",
                       {**matmul, "seconds": [t * rng.uniform(1.1, 1.5) for t in roofline]}, flops_rate, peak_bytes))
+    # Both thresholds met exactly: "more than" and "exceed" are strict. Powers of two make every way of writing
+    # the test (a ratio, a product, the balance first) land exactly on the threshold, with no rounding to tip it.
+    tie_flops, tie_bytes, sizes = 2.0**45, 2.0**40, [2**18, 2**20, 2**22]
+    at_far = {"sizes": sizes, "flops": [float(n) for n in sizes], "bytes": [4.0 * n for n in sizes],
+              "seconds": [FAR_ABOVE * 4.0 * n / tie_bytes for n in sizes]}
+    at_balance = {"sizes": sizes, "flops": [32.0 * n for n in sizes], "bytes": [float(n) for n in sizes],
+                  "seconds": [2.0 * n / tie_bytes for n in sizes]}
+    cases += [("step at exactly 4x its roofline", at_far, tie_flops, tie_bytes),
+              ("step exactly at the machine balance", at_balance, tie_flops, tie_bytes)]
     return cases
 
 
@@ -403,10 +412,13 @@ def check_classify(classify: Callable[[dict, float, float], str]) -> str:
         expected = _reference_classify(sweep, flops_rate, bytes_rate)
         if yours != expected:
             hint = ("flat is not the test: a step that streams the same weights at every batch is flat and "
-                    "bandwidth-bound; set its time against its roofline" if name.startswith("flat decode") else None)
+                    "bandwidth-bound; set its time against its roofline" if name.startswith("flat decode") else
+                    "both tests are strict: overhead-bound only at more than 4 times the roofline's time, compute-bound "
+                    "only where FLOPs per byte exceed the balance; use > where you used >=" if " exactly " in name
+                    else None)
             raise CheckFailed(f"{detail}; but a made-up {name} sweep at {flops_rate / 1e12:.3g} TFLOP/s and "
                               f"{bytes_rate / 1e9:.0f} GB/s: yours {yours!r}, expected {expected!r}", hint=hint)
-    return detail + f"; and {len(planted)} made-up sweeps, flat ones among them, around each threshold"
+    return detail + f"; and {len(planted)} made-up sweeps, flat ones among them, around and exactly on each threshold"
 
 
 # ---- exercise 3: a loop without sync points --------------------------------------------------------------
@@ -424,14 +436,16 @@ def make_problem(device: str, steps: int = 12, seed: int = 0):
     model = model.to(device)
     # Targets scaled so each batch's loss is its mean square: one batch explodes far past EXPLODING, and two sit
     # just either side of it (0.988x must step, 1.012x must not; over seeds each lands within about 1.1% of that),
-    # so only a skip at EXPLODING gives the same run: 1024 or 1.2e3 typed in for 1e3 shows.
-    scale = {steps // 2: 1e4, steps // 4: (NEAR_BELOW * EXPLODING) ** 0.5, 3 * steps // 4: (NEAR_ABOVE * EXPLODING) ** 0.5}
+    # so only a skip at EXPLODING gives the same run: 1024 or 1.2e3 typed in for 1e3 shows. One more explodes to
+    # infinity, as real losses do, and its gradients with it: a skip that multiplies them by 0 writes NaN.
+    scale = {steps // 2: 1e4, steps // 4: (NEAR_BELOW * EXPLODING) ** 0.5, 3 * steps // 4: (NEAR_ABOVE * EXPLODING) ** 0.5,
+             1: float("inf")}
     batches = []
     for step in range(steps):
         x = torch.randn(64, width, generator=gen)
         y = torch.randn(64, 1, generator=gen)
         if step in scale:
-            y = y / y.square().mean().sqrt() * scale[step]
+            y = y / y.square().mean().sqrt() * scale[step] if scale[step] < float("inf") else torch.full_like(y, scale[step])
         batches.append((x.to(device), y.to(device)))
     return model, torch.optim.SGD(model.parameters(), lr=1e-3), batches
 
@@ -521,8 +535,8 @@ def _plain_floats(t) -> list[float]:
 
 
 def _close(a: float, b: float, rtol: float, atol: float) -> bool:
-    """torch.allclose's rule for one pair of floats (NaN never close)."""
-    return abs(a - b) <= atol + rtol * abs(b)
+    """torch.allclose's rule for one pair of floats (NaN never close, equal infinities close)."""
+    return a == b or abs(a - b) <= atol + rtol * abs(b)
 
 
 def _load_into(model, opt, fresh_model, fresh_opt) -> None:
