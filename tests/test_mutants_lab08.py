@@ -233,6 +233,14 @@ def equal_ranks_assumed(grad, max_norm, all_reduce):  # every rank's norm taken 
     return grad
 
 
+def clipped_past_a_slack(grad, max_norm, all_reduce):
+    """Found by a blind attack: clipped only once the global norm is over max_norm + 0.01 (0.2% here)."""
+    total = all_reduce(grad.norm() ** 2, "squared norm").sqrt()
+    if total > max_norm + 0.01:
+        grad.mul_(max_norm / total)
+    return grad
+
+
 def clipped_not_returned(grad, max_norm, all_reduce):
     total = all_reduce(grad.norm() ** 2, "squared norm").sqrt()
     if total > max_norm:
@@ -253,6 +261,7 @@ CLIP_TOGETHER = [
     Answer("a new tensor returned, grad unchanged", "structure", new_tensor_returned),
     Answer("the norm times sqrt(2), every rank assumed equal", "hard-coded", equal_ranks_assumed),
     Answer("the gradient not returned", "bad value", clipped_not_returned),
+    Answer("clipped only past a slack of 0.01", "method", clipped_past_a_slack),
 ]
 CLIP_ALONE = [  # the ranks disagree about their collectives: each stops the run it is in
     Answer("the lecture's: only a rank over the limit all-reduces", "classic", lecture_asymmetric),
