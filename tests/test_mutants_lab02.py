@@ -372,6 +372,20 @@ def compute_at_the_balance(sweep, peak_flops, peak_bytes):
     return "compute" if sweep["flops"][-1] / sweep["bytes"][-1] >= peak_flops / peak_bytes else "bandwidth"
 
 
+def overhead_past_a_slack(sweep, peak_flops, peak_bytes):
+    """Found by a blind attack: overhead-bound only past 4.1x the roofline (a 2.5% slack)."""
+    if _overhead_at(sweep, peak_flops, peak_bytes, -1, far=FAR * 1.025):
+        return "overhead"
+    return _roofline_label(sweep, peak_flops, peak_bytes)
+
+
+def balance_too_high(sweep, peak_flops, peak_bytes):
+    """Found by a blind attack: compute-bound only past 1.4 times the machine balance."""
+    if _overhead_at(sweep, peak_flops, peak_bytes, -1):
+        return "overhead"
+    return "compute" if sweep["flops"][-1] / sweep["bytes"][-1] > 1.4 * peak_flops / peak_bytes else "bandwidth"
+
+
 def by_the_size_of_the_work(sweep, peak_flops, peak_bytes):
     # a shortcut that knows the checker's three workloads, not the roofline
     if sweep["sizes"][-1] <= 64:
@@ -396,6 +410,8 @@ CLASSIFY_ANSWERS = [
     Answer("the sweep sorted in place", "structure", sorts_its_input),
     Answer("overhead-bound at exactly 4x", "method", overhead_at_four_times),
     Answer("compute-bound exactly at the balance", "method", compute_at_the_balance),
+    Answer("overhead-bound only past a 2.5% slack", "method", overhead_past_a_slack),
+    Answer("the balance taken 1.4 times too high", "unit", balance_too_high),
     Answer("labels in the order of the calls", "hard-coded", by_the_order_of_calls()),
     Answer("the checker's workloads told apart by size", "structure", by_the_size_of_the_work),
     Answer("returns None", "bad value", lambda sweep, peak_flops, peak_bytes: None),

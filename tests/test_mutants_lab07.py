@@ -545,6 +545,11 @@ def empty_window_as_gpu_gap(kernels, window):
     return reference(kernels, window)
 
 
+def zeros_without_kernels(kernels, window):
+    """Found by a blind attack: no kernel at all gives (0, 0, 0), which does not add up to the window."""
+    return reference(kernels, window) if kernels else (0.0, 0.0, 0.0)
+
+
 def kept_at_hi(kernels, window):
     """The course's walk, but a kernel starting exactly at hi still splits the tail at its launch."""
     lo, hi = window
@@ -582,6 +587,7 @@ ATTRIBUTE_ANSWERS = [
     Answer("the lecture's launch split with no call ids", "structure", lectures_launch_split),
     Answer("a window with no kernel in it called a GPU gap", "method", empty_window_as_gpu_gap),
     Answer("a kernel starting at hi kept", "method", kept_at_hi),
+    Answer("no kernel at all, all zeros", "structure", zeros_without_kernels),
 ]
 SUITE_ATTRIBUTE = suite("07", 4, ch07.check_attribute_idle, ATTRIBUTE_ANSWERS)
 

@@ -821,6 +821,11 @@ def typed_in(samples):  # what one run wanted, with the course's original roles
     return {4 << 10: "nccl", 64 << 10: "one-shot", 256 << 10: "two-shot", 1 << 20: "two-shot", 16 << 20: "two-shot"}
 
 
+def margin_with_a_slack(samples):
+    """Found by a blind attack: a path must be 10.5% faster, not 10%."""
+    return _by(statistics.median, margin=MARGIN + 0.005)(samples)
+
+
 def no_margin(samples):
     return _by(statistics.median, margin=0.0)(samples)
 
@@ -845,6 +850,7 @@ PATH_ANSWERS = [
     Answer("the first sample dropped as a warm-up", "method", first_sample_dropped),
     Answer("NCCL kept where it failed", "method", nccl_kept_when_it_failed),
     Answer("inf kept in the median", "bad value", only_nan_filtered),
+    Answer("a 10.5% margin", "method", margin_with_a_slack),
     Answer("the margin's ratio inverted", "unit", ratio_inverted),
 ]
 SUITE_PATH = suite("11", 2, ch11.check_path_choice, PATH_ANSWERS)

@@ -283,6 +283,10 @@ def _clip_slip(cases: list[dict]) -> str | None:
             return CLIP_SLIPS[slip]
     if all(c["unclipped"] for c in wrong):
         return UNCLIPPED_HINT
+    extra = next((c["issued"] for c in judged if len(c["issued"]) > 1), None)
+    if extra:
+        return (f"your call issued {len(extra)} collectives ({', '.join(extra)}); the squared norm needs one, and an "
+                "all-reduce of the gradient itself replaces each rank's gradient by the sum over ranks")
     return CLIP_RULE_HINT
 
 
