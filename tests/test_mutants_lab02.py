@@ -357,6 +357,35 @@ def by_the_order_of_calls():
     return lambda sweep, peak_flops, peak_bytes: next(answers)
 
 
+def overhead_at_four_times(sweep, peak_flops, peak_bytes):
+    """The roofline test with >=: a step at exactly 4x its roofline called overhead-bound."""
+    t, f, b = sweep["seconds"][-1], sweep["flops"][-1], sweep["bytes"][-1]
+    if t >= FAR * max(f / peak_flops, b / peak_bytes):
+        return "overhead"
+    return _roofline_label(sweep, peak_flops, peak_bytes)
+
+
+def compute_at_the_balance(sweep, peak_flops, peak_bytes):
+    """The balance test with >=: a step exactly at the machine balance called compute-bound."""
+    if _overhead_at(sweep, peak_flops, peak_bytes, -1):
+        return "overhead"
+    return "compute" if sweep["flops"][-1] / sweep["bytes"][-1] >= peak_flops / peak_bytes else "bandwidth"
+
+
+def overhead_past_a_slack(sweep, peak_flops, peak_bytes):
+    """Found by a blind attack: overhead-bound only past 4.1x the roofline (a 2.5% slack)."""
+    if _overhead_at(sweep, peak_flops, peak_bytes, -1, far=FAR * 1.025):
+        return "overhead"
+    return _roofline_label(sweep, peak_flops, peak_bytes)
+
+
+def balance_too_high(sweep, peak_flops, peak_bytes):
+    """Found by a blind attack: compute-bound only past 1.4 times the machine balance."""
+    if _overhead_at(sweep, peak_flops, peak_bytes, -1):
+        return "overhead"
+    return "compute" if sweep["flops"][-1] / sweep["bytes"][-1] > 1.4 * peak_flops / peak_bytes else "bandwidth"
+
+
 def by_the_size_of_the_work(sweep, peak_flops, peak_bytes):
     # a shortcut that knows the checker's three workloads, not the roofline
     if sweep["sizes"][-1] <= 64:
@@ -379,6 +408,10 @@ CLASSIFY_ANSWERS = [
     Answer("the roofline as a sum of the two times", "method", roofline_as_a_sum),
     Answer("the intensity tested before the overhead", "method", intensity_first),
     Answer("the sweep sorted in place", "structure", sorts_its_input),
+    Answer("overhead-bound at exactly 4x", "method", overhead_at_four_times),
+    Answer("compute-bound exactly at the balance", "method", compute_at_the_balance),
+    Answer("overhead-bound only past a 2.5% slack", "method", overhead_past_a_slack),
+    Answer("the balance taken 1.4 times too high", "unit", balance_too_high),
     Answer("labels in the order of the calls", "hard-coded", by_the_order_of_calls()),
     Answer("the checker's workloads told apart by size", "structure", by_the_size_of_the_work),
     Answer("returns None", "bad value", lambda sweep, peak_flops, peak_bytes: None),
@@ -416,7 +449,8 @@ def _mask_grads(model, loss):
 
 
 def _scale_grads(model, loss):
-    """Right for this lab's losses: its exploded gradients are finite, so a multiply by 0 zeroes them."""
+    """Found by a blind attack: a multiply by 0 zeroes finite gradients, but an infinite loss's are infinite, and
+    inf * 0 is NaN."""
     keep = (loss <= ch02.EXPLODING).to(loss.dtype)
     for p in model.parameters():
         p.grad.mul_(keep)
@@ -425,9 +459,8 @@ def _scale_grads(model, loss):
 def _mask_grads_at(threshold):
     """The solution's mask at another threshold than the lab's."""
     def mask(model, loss):
-        keep = (loss <= threshold).to(loss.dtype)
         for p in model.parameters():
-            p.grad.mul_(keep)
+            p.grad.masked_fill_(loss > threshold, 0.0)
     return mask
 
 
@@ -524,7 +557,7 @@ def skip_with_printed_loss(model, loss):
 
 NO_SYNC_ANSWERS = [
     Answer("gradients zeroed by the mask (the solution's method)", "right", stacked(lambda m, o, b: _loop(m, o, b, _mask_grads))),
-    Answer("gradients multiplied by the mask", "right", stacked(lambda m, o, b: _loop(m, o, b, _scale_grads))),
+    Answer("gradients multiplied by the mask", "method", stacked(lambda m, o, b: _loop(m, o, b, _scale_grads))),
     Answer("step taken, old weights restored where it exploded", "right", no_syncs_right),
     Answer(".item() kept in the loop", "classic", lambda m, o, b: __import__("torch").tensor(ch02.train_with_syncs(m, o, b))),
     Answer("the exploding step not skipped", "classic", stacked(_loop)),

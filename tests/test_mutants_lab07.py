@@ -537,6 +537,32 @@ def ties_to_the_last_launched(kernels, window):
     return busy, host + max(hi - cursor, 0.0), gpu
 
 
+def empty_window_as_gpu_gap(kernels, window):
+    """The course's walk, but a window no kernel runs in is all GPU gap."""
+    lo, hi = window
+    if not any(min(end, hi) > max(start, lo) for _, start, end in kernels):
+        return 0.0, 0.0, hi - lo
+    return reference(kernels, window)
+
+
+def zeros_without_kernels(kernels, window):
+    """Found by a blind attack: no kernel at all gives (0, 0, 0), which does not add up to the window."""
+    return reference(kernels, window) if kernels else (0.0, 0.0, 0.0)
+
+
+def kept_at_hi(kernels, window):
+    """The course's walk, but a kernel starting exactly at hi still splits the tail at its launch."""
+    lo, hi = window
+    busy, host, gpu = reference(kernels, window)
+    at_hi = [launched for launched, start, _ in kernels if start == hi]
+    ends = [min(end, hi) for _, start, end in kernels if min(end, hi) > max(start, lo)]
+    if at_hi and ends:
+        launched, last = min(at_hi), max(ends)
+        moved = min(max(hi - max(launched, last), 0.0), hi - last)
+        return busy, host - moved, gpu + moved
+    return busy, host, gpu
+
+
 def lectures_launch_split(kernels, window):
     """The lecture's split by launch call, every kernel its own call: it must not be public."""
     split = trace.split_by_launch([(None, *k) for k in kernels], window)
@@ -559,6 +585,9 @@ ATTRIBUTE_ANSWERS = [
     Answer("kernels not clipped to the window", "method", walked_whole),
     Answer("of kernels starting together, the last launched decides", "method", ties_to_the_last_launched),
     Answer("the lecture's launch split with no call ids", "structure", lectures_launch_split),
+    Answer("a window with no kernel in it called a GPU gap", "method", empty_window_as_gpu_gap),
+    Answer("a kernel starting at hi kept", "method", kept_at_hi),
+    Answer("no kernel at all, all zeros", "structure", zeros_without_kernels),
 ]
 SUITE_ATTRIBUTE = suite("07", 4, ch07.check_attribute_idle, ATTRIBUTE_ANSWERS)
 

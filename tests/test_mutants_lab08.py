@@ -233,6 +233,22 @@ def equal_ranks_assumed(grad, max_norm, all_reduce):  # every rank's norm taken 
     return grad
 
 
+def clipped_past_a_slack(grad, max_norm, all_reduce):
+    """Found by a blind attack: clipped only once the global norm is over max_norm + 0.01 (0.2% here)."""
+    total = all_reduce(grad.norm() ** 2, "squared norm").sqrt()
+    if total > max_norm + 0.01:
+        grad.mul_(max_norm / total)
+    return grad
+
+
+def gradient_all_reduced_too(grad, max_norm, all_reduce):
+    """Found by a blind attack: the scale right, then the gradient itself all-reduced as well."""
+    total = all_reduce(grad.norm() ** 2, "squared norm").sqrt()
+    all_reduce(grad, "grad")
+    grad.mul_((max_norm / total).clamp(max=1.0))
+    return grad
+
+
 def clipped_not_returned(grad, max_norm, all_reduce):
     total = all_reduce(grad.norm() ** 2, "squared norm").sqrt()
     if total > max_norm:
@@ -253,6 +269,8 @@ CLIP_TOGETHER = [
     Answer("a new tensor returned, grad unchanged", "structure", new_tensor_returned),
     Answer("the norm times sqrt(2), every rank assumed equal", "hard-coded", equal_ranks_assumed),
     Answer("the gradient not returned", "bad value", clipped_not_returned),
+    Answer("clipped only past a slack of 0.01", "method", clipped_past_a_slack),
+    Answer("the gradient itself all-reduced too", "structure", gradient_all_reduced_too),
 ]
 CLIP_ALONE = [  # the ranks disagree about their collectives: each stops the run it is in
     Answer("the lecture's: only a rank over the limit all-reduces", "classic", lecture_asymmetric),
@@ -275,6 +293,7 @@ def test_lab08_exercise3_symmetric_clip(monkeypatch, capsys):
     assert "squared norms" in verdicts["norms_added"].hint
     assert "square root" in verdicts["square_root_missing"].hint
     assert "in place" in verdicts["new_tensor_returned"].hint
+    assert "2 collectives (squared norm, grad)" in verdicts["gradient_all_reduced_too"].hint
 
 
 # ---- exercise 2: an all-reduce in a CUDA graph (two GPUs) -----------------------------------------------------

@@ -661,7 +661,7 @@ def fastest_path(samples):
 
 
 def with_numpy(samples):
-    """Right, written differently: numpy's nanmedian, the sizes in sorted order, a ratio test."""
+    """Right, written differently: numpy's median of the finite samples, the sizes in sorted order, a ratio test."""
     sizes = sorted({s["bytes"] for s in samples})
     chosen = {}
     for size in sizes:
@@ -670,17 +670,17 @@ def with_numpy(samples):
         for p in paths:
             us = np.array([s["us"] for s in samples if s["bytes"] == size and s["path"] == p], dtype=float)
             if np.isfinite(us).any():
-                medians[p] = float(np.nanmedian(us))
+                medians[p] = float(np.median(us[np.isfinite(us)]))
         best = min(medians, key=lambda p: (medians[p], p))
-        chosen[size] = best if medians[best] / medians["nccl"] <= 1 - MARGIN else "nccl"
+        chosen[size] = best if "nccl" not in medians or medians[best] / medians["nccl"] <= 1 - MARGIN else "nccl"
     return chosen
 
 
 def sorted_by_hand(samples):
-    """Right, written differently: the median by sorting, NaN dropped with a self-comparison."""
+    """Right, written differently: the median by sorting, NaN and inf dropped by comparisons."""
     groups = {}
     for s in samples:
-        if s["us"] == s["us"]:
+        if s["us"] == s["us"] and abs(s["us"]) != float("inf"):
             groups.setdefault((s["bytes"], s["path"]), []).append(s["us"])
     chosen = {}
     for size in {b for b, _ in groups}:
@@ -691,7 +691,7 @@ def sorted_by_hand(samples):
                 mid = len(us) // 2
                 medians[p] = us[mid] if len(us) % 2 else (us[mid - 1] + us[mid]) / 2
         winner = min(medians.items(), key=lambda item: item[1])
-        chosen[size] = winner[0] if winner[1] <= 0.9 * medians["nccl"] else "nccl"
+        chosen[size] = winner[0] if winner[1] <= 0.9 * medians.get("nccl", float("inf")) else "nccl"
     return chosen
 
 
@@ -705,7 +705,8 @@ def _by(rule, keep_nan=False, margin=MARGIN, key=lambda size: size):
         for size, paths in groups.items():
             figures = {p: rule(us) for p, us in paths.items()}
             best = min(figures, key=figures.get)
-            chosen[key(size)] = best if figures[best] <= (1 - margin) * figures["nccl"] else "nccl"
+            chosen[key(size)] = best if "nccl" not in figures or figures[best] <= (1 - margin) * figures["nccl"] \
+                else "nccl"
         return chosen
 
     return choose
@@ -757,17 +758,46 @@ def any_nan_dropped(samples):
     return chosen
 
 
-def strictly_below(samples):
+def _medians_of_finite(samples, finite=math.isfinite, middle=statistics.median):
     groups = {}
     for s in samples:
-        if math.isfinite(s["us"]):
+        if finite(s["us"]):
             groups.setdefault(s["bytes"], {}).setdefault(s["path"], []).append(s["us"])
+    return {size: {p: middle(us) for p, us in paths.items()} for size, paths in groups.items()}
+
+
+def upper_middle(samples):
+    """Found by a blind attack: the upper of the two middle samples where the count is even."""
+    return _by(lambda us: sorted(us)[len(us) // 2])(samples)
+
+
+def first_beating_the_margin(samples):
+    """Found by a blind attack: the first path met that beats NCCL by the margin, not the lowest."""
     chosen = {}
-    for size, paths in groups.items():
-        medians = {p: statistics.median(us) for p, us in paths.items()}
-        best = min(medians, key=medians.get)
-        chosen[size] = best if medians[best] < (1 - MARGIN) * medians["nccl"] else "nccl"
+    for size, medians in _medians_of_finite(samples).items():
+        chosen[size] = next((p for p, m in medians.items() if p != "nccl" and "nccl" in medians
+                             and m <= (1 - MARGIN) * medians["nccl"]), "nccl")
     return chosen
+
+
+def first_sample_dropped(samples):
+    """Found by a blind attack: every path's first sample dropped as a warm-up, though one came in fast."""
+    return _by(lambda us: statistics.median(us[1:]))(samples)
+
+
+def nccl_kept_when_it_failed(samples):
+    """Found by a blind attack: NCCL kept at a size where it failed, though it is out of the running there."""
+    chosen = {}
+    for size, medians in _medians_of_finite(samples).items():
+        best = min(medians, key=medians.get)
+        chosen[size] = best if "nccl" in medians and medians[best] <= (1 - MARGIN) * medians["nccl"] else "nccl"
+    return chosen
+
+
+def only_nan_filtered(samples):
+    """Found by a blind attack: NaN dropped, inf kept in the median."""
+    return {size: min(m, key=m.get) if "nccl" not in m or min(m.values()) <= (1 - MARGIN) * m["nccl"] else "nccl"
+            for size, m in _medians_of_finite(samples, finite=lambda us: us == us).items()}
 
 
 def lower_middle(samples):
@@ -788,7 +818,12 @@ def ratio_inverted(samples):
 
 
 def typed_in(samples):  # what one run wanted, with the course's original roles
-    return {4 << 10: "nccl", 64 << 10: "one-shot", 1 << 20: "two-shot", 16 << 20: "two-shot"}
+    return {4 << 10: "nccl", 64 << 10: "one-shot", 256 << 10: "two-shot", 1 << 20: "two-shot", 16 << 20: "two-shot"}
+
+
+def margin_with_a_slack(samples):
+    """Found by a blind attack: a path must be 10.5% faster, not 10%."""
+    return _by(statistics.median, margin=MARGIN + 0.005)(samples)
 
 
 def no_margin(samples):
@@ -797,7 +832,7 @@ def no_margin(samples):
 
 PATH_ANSWERS = [
     Answer("medians, NCCL kept within the margin (the course's)", "right", fastest_path),
-    Answer("numpy nanmedian", "right", with_numpy),
+    Answer("numpy's median of the finite samples", "right", with_numpy),
     Answer("medians by sorting", "right", sorted_by_hand),
     Answer("the mean of the samples", "classic", by_mean),
     Answer("the best sample", "method", by_best_sample),
@@ -809,8 +844,13 @@ PATH_ANSWERS = [
     Answer("one run's answer typed in", "hard-coded", typed_in),
     Answer("NaN sorted into the median", "bad value", sorted_nan_median),
     Answer("a path with any NaN thrown out", "bad value", any_nan_dropped),
-    Answer("strictly below the margin", "method", strictly_below),
     Answer("the lower middle sample", "method", lower_middle),
+    Answer("the upper middle sample", "method", upper_middle),
+    Answer("the first path met that beats the margin", "method", first_beating_the_margin),
+    Answer("the first sample dropped as a warm-up", "method", first_sample_dropped),
+    Answer("NCCL kept where it failed", "method", nccl_kept_when_it_failed),
+    Answer("inf kept in the median", "bad value", only_nan_filtered),
+    Answer("a 10.5% margin", "method", margin_with_a_slack),
     Answer("the margin's ratio inverted", "unit", ratio_inverted),
 ]
 SUITE_PATH = suite("11", 2, ch11.check_path_choice, PATH_ANSWERS)

@@ -341,7 +341,7 @@ def _planted_sweeps(rng: random.Random) -> list[tuple[str, dict, float, float]]:
               "flops": [weights / 4 * 2 * n for n in rows], "bytes": decode_bytes}
     cases = [("flat chain of tiny kernels", tiny, peak_flops, peak_bytes),
              ("flat decode that streams its weights", decode, peak_flops, peak_bytes)]
-    for times in (rng.uniform(3.55, 3.9), rng.uniform(4.15, 4.5)):  # just under and just over FAR_ABOVE
+    for times in (rng.uniform(3.9, 3.98), rng.uniform(4.02, 4.1)):  # within 2.5% under and over FAR_ABOVE
         sizes = [2**18, 2**20, 2**22]
         sweep = {"sizes": sizes, "flops": [float(n) for n in sizes], "bytes": [12.0 * n for n in sizes],
                  # a launch's few microseconds set the smallest size's time: it alone would read as overhead
@@ -362,11 +362,22 @@ def _planted_sweeps(rng: random.Random) -> list[tuple[str, dict, float, float]]:
     sizes = [128, 512, 2048]
     matmul = {"sizes": sizes, "flops": [2.0 * n**3 for n in sizes], "bytes": [12.0 * n**2 for n in sizes]}
     intensity = matmul["flops"][-1] / matmul["bytes"][-1]
-    for balance in (intensity * rng.uniform(0.3, 0.7), intensity * rng.uniform(1.5, 3)):
+    # machine balances far from the matmul's intensity on both sides, and within 2-5% of it on both sides
+    for balance in (intensity * rng.uniform(0.3, 0.7), intensity * rng.uniform(1.5, 3),
+                    intensity / rng.uniform(1.02, 1.05), intensity * rng.uniform(1.02, 1.05)):
         flops_rate = balance * peak_bytes  # the balance set through the FLOP peak, bytes/s unchanged
         roofline = [max(f / flops_rate, b / peak_bytes) for f, b in zip(matmul["flops"], matmul["bytes"], strict=True)]
         cases.append((f"matmul at machine balance {balance:.3g}",
                       {**matmul, "seconds": [t * rng.uniform(1.1, 1.5) for t in roofline]}, flops_rate, peak_bytes))
+    # Both thresholds met exactly: "more than" and "exceed" are strict. Powers of two make every way of writing
+    # the test (a ratio, a product, the balance first) land exactly on the threshold, with no rounding to tip it.
+    tie_flops, tie_bytes, sizes = 2.0**45, 2.0**40, [2**18, 2**20, 2**22]
+    at_far = {"sizes": sizes, "flops": [float(n) for n in sizes], "bytes": [4.0 * n for n in sizes],
+              "seconds": [FAR_ABOVE * 4.0 * n / tie_bytes for n in sizes]}
+    at_balance = {"sizes": sizes, "flops": [32.0 * n for n in sizes], "bytes": [float(n) for n in sizes],
+                  "seconds": [2.0 * n / tie_bytes for n in sizes]}
+    cases += [("step at exactly 4x its roofline", at_far, tie_flops, tie_bytes),
+              ("step exactly at the machine balance", at_balance, tie_flops, tie_bytes)]
     return cases
 
 
@@ -403,10 +414,13 @@ def check_classify(classify: Callable[[dict, float, float], str]) -> str:
         expected = _reference_classify(sweep, flops_rate, bytes_rate)
         if yours != expected:
             hint = ("flat is not the test: a step that streams the same weights at every batch is flat and "
-                    "bandwidth-bound; set its time against its roofline" if name.startswith("flat decode") else None)
+                    "bandwidth-bound; set its time against its roofline" if name.startswith("flat decode") else
+                    "both tests are strict: overhead-bound only at more than 4 times the roofline's time, compute-bound "
+                    "only where FLOPs per byte exceed the balance; use > where you used >=" if " exactly " in name
+                    else None)
             raise CheckFailed(f"{detail}; but a made-up {name} sweep at {flops_rate / 1e12:.3g} TFLOP/s and "
                               f"{bytes_rate / 1e9:.0f} GB/s: yours {yours!r}, expected {expected!r}", hint=hint)
-    return detail + f"; and {len(planted)} made-up sweeps, flat ones among them, around each threshold"
+    return detail + f"; and {len(planted)} made-up sweeps, flat ones among them, around and exactly on each threshold"
 
 
 # ---- exercise 3: a loop without sync points --------------------------------------------------------------
@@ -424,14 +438,16 @@ def make_problem(device: str, steps: int = 12, seed: int = 0):
     model = model.to(device)
     # Targets scaled so each batch's loss is its mean square: one batch explodes far past EXPLODING, and two sit
     # just either side of it (0.988x must step, 1.012x must not; over seeds each lands within about 1.1% of that),
-    # so only a skip at EXPLODING gives the same run: 1024 or 1.2e3 typed in for 1e3 shows.
-    scale = {steps // 2: 1e4, steps // 4: (NEAR_BELOW * EXPLODING) ** 0.5, 3 * steps // 4: (NEAR_ABOVE * EXPLODING) ** 0.5}
+    # so only a skip at EXPLODING gives the same run: 1024 or 1.2e3 typed in for 1e3 shows. One more explodes to
+    # infinity, as real losses do, and its gradients with it: a skip that multiplies them by 0 writes NaN.
+    scale = {steps // 2: 1e4, steps // 4: (NEAR_BELOW * EXPLODING) ** 0.5, 3 * steps // 4: (NEAR_ABOVE * EXPLODING) ** 0.5,
+             1: float("inf")}
     batches = []
     for step in range(steps):
         x = torch.randn(64, width, generator=gen)
         y = torch.randn(64, 1, generator=gen)
         if step in scale:
-            y = y / y.square().mean().sqrt() * scale[step]
+            y = y / y.square().mean().sqrt() * scale[step] if scale[step] < float("inf") else torch.full_like(y, scale[step])
         batches.append((x.to(device), y.to(device)))
     return model, torch.optim.SGD(model.parameters(), lr=1e-3), batches
 
@@ -507,6 +523,8 @@ def _behind_a_spin(train: Callable, model, opt, batches, spin_cycles: int, judge
     return out, host_ms, began.elapsed_time(spun), waited
 
 
+INF_HINT = ("your weights turned NaN after the step whose loss was infinite: its gradients are infinite, and a "
+            "multiply by 0 gives NaN (inf x 0); masked_fill_ or torch.where puts 0 in their place")
 STREAM_HINT = ("NaN losses on a GPU: most often the loop ran on a stream of its own that did not wait for the "
                "current one, and read the batches before the current stream had written them; run it on the current "
                "stream, or call wait_stream first")
@@ -521,8 +539,8 @@ def _plain_floats(t) -> list[float]:
 
 
 def _close(a: float, b: float, rtol: float, atol: float) -> bool:
-    """torch.allclose's rule for one pair of floats (NaN never close)."""
-    return abs(a - b) <= atol + rtol * abs(b)
+    """torch.allclose's rule for one pair of floats (NaN never close, equal infinities close)."""
+    return a == b or abs(a - b) <= atol + rtol * abs(b)
 
 
 def _load_into(model, opt, fresh_model, fresh_opt) -> None:
@@ -620,7 +638,8 @@ def check_no_syncs(train_without_syncs: Callable) -> str:
         raise CheckFailed(f"your losses differ from the original loop's from step {step} on: {losses[step]:.6g} "
                           f"against {expected[step]:.6g} (the original's loss there, step by step: "
                           f"{', '.join(f'{v:.4g}' for v in floats(expected)[max(step - 1, 0):step + 2])})",
-                          hint=STREAM_HINT if nan and device == "cuda" else None)
+                          hint=INF_HINT if nan and any(v == float("inf") for v in floats(expected)[:step + 1])
+                          else STREAM_HINT if nan and device == "cuda" else None)
     for mine, theirs in zip(stepped, ref_model.parameters(), strict=True):
         pairs = zip(floats(mine), floats(theirs), strict=True)
         if not all(_close(a, b, 1e-4, 1e-6) for a, b in pairs):

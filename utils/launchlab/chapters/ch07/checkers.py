@@ -398,6 +398,10 @@ def check_attribute_idle(attribute_idle: Callable) -> str:
         ([(-3.0, -2.0, 9.0)], (0.0, 5.0)),                       # one kernel through the whole window
         ([(2.5, 3.0, 4.0), (1.0, 3.0, 5.0)], (0.0, 6.0)),        # starting together: the first launched decides,
         ([(1.0, 3.0, 4.0), (2.5, 3.0, 5.0)], (0.0, 6.0)),        # ...whichever of them ends first
+        ([(0.5, 1.0, 2.0), (8.0, 9.0, 10.0)], (3.0, 6.0)),       # no kernel inside: the GPU waits for the host
+        ([], (0.0, 5.0)),                                        # no kernel at all: the same
+        ([(4.0, 6.0, 9.0), (0.0, 1.0, 2.0)], (0.0, 6.0)),        # one starting at hi takes no part: the tail is
+        ([(-2.0, -1.0, 0.0), (2.0, 3.0, 4.0)], (0.0, 5.0)),      # ...host wait; one ending at lo takes none either
     ]
     rng = checking.rng()
     for _ in range(200):

@@ -1584,7 +1584,7 @@ def judged_together(checker: Callable, answers: Iterable[Callable]) -> AbstractC
 # ---- exercise 2: the path per message size --------------------------------------------------------------------
 
 PATHS = ("nccl", "nccl symmetric", "one-shot", "two-shot")
-SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20)
+SIZES = (4 << 10, 64 << 10, 256 << 10, 1 << 20, 16 << 20)
 
 
 def _medians(samples: list[dict]) -> dict[tuple[int, str], float]:
@@ -1617,37 +1617,47 @@ def _planted(r: random.Random, cast: dict[str, str]) -> tuple[list[dict], str]:
 
     The roles are the course's three other paths; `cast` renames them, so the answer changes from table to table.
     Each size is scaled by a power of two, which keeps its exact ratios exact."""
-    nan = float("nan")
+    nan, inf = float("nan"), float("inf")
     one, two, sym = cast["one-shot"], cast["two-shot"], cast["nccl symmetric"]
     planted = {
-        # NCCL stays: sym 7% faster; `one` has a NaN and six finite samples whose median, 9.05, is 9.5% below
-        # (the low middle sample is exactly 10% below; NCCL / 1.1 is 9.09); `two` has no rows here at all.
+        # NCCL stays: sym 7% faster; `one` has a NaN and six finite samples whose median, 9.01, is 9.9% below
+        # (the low middle sample is 11% below; NCCL / 1.1 is 9.09); `two` has no rows here at all.
         4 << 10: {"nccl": _samples(10.0, nccl=True), sym: _samples(9.3),
-                  one: [16.0, nan, 9.1, 9.0, 8.8, 9.3, 8.9]},
-        # `one` wins (13% faster) with one NaN among its samples; `two` has one very lucky sample
-        64 << 10: {"nccl": _samples(12.0, nccl=True), sym: _samples(11.6), one: [*_samples(10.4), nan],
-                   two: [*_samples(12.5)[:-1], 6.25]},
-        # `two` exactly 10% faster than NCCL: it wins; `sym` failed here (NaN throughout)
-        1 << 20: {sym: [nan] * 7, "nccl": _samples(20.0, nccl=True), one: _samples(19.0), two: _samples(18.0)},
-        # `two` wins despite an outlier that moves its mean past NCCL's; `sym` has a lucky sample
+                  one: [16.0, nan, 9.12, 8.9, 8.8, 9.3, 8.7]},
+        # `one` wins (median 10.6, 11.7% faster) with a NaN and eight finite samples whose upper middle, 11.0, is
+        # under 10% faster; `sym` also beats the margin (10.7) and is met first; `two` has one very lucky sample
+        64 << 10: {"nccl": _samples(12.0, nccl=True), sym: _samples(10.7),
+                   one: [16.64, 10.0, 11.2, 9.9, nan, 11.3, 10.2, 11.0, 9.8], two: [*_samples(12.5)[:-1], 6.25]},
+        # NCCL failed here (NaN throughout): the lowest median wins, `two`'s over its finite samples (an inf
+        # among them moves it past `one`'s)
+        256 << 10: {"nccl": [nan] * 7, sym: _samples(30.0), one: _samples(28.0),
+                    two: [43.2, 27.0, 26.0, 28.6, 26.5, 28.8, inf]},
+        # `two` 10.1% faster than NCCL: it wins; `sym` failed here (NaN throughout)
+        1 << 20: {sym: [nan] * 7, "nccl": _samples(20.0, nccl=True), one: _samples(19.0), two: _samples(17.98)},
+        # `two` wins (median 80.5, 10.6% faster) despite an outlier that moves its mean past NCCL's, and only with
+        # its fast first sample: without it the median is 81.25, under 10%; `sym` has a lucky sample
         16 << 20: {"nccl": _samples(90.0, nccl=True), sym: [*_samples(86.0)[:2], 25.8, *_samples(86.0)[3:]],
-                   one: _samples(130.0), two: [*_samples(78.0)[:3], 702.0, *_samples(78.0)[4:]]},
+                   one: _samples(130.0), two: [70.0, 80.0, 82.0, 702.0, 79.0, 83.0, 80.5]},
     }
-    groups = []
+    leads = {(64 << 10, sym)}   # met first at its size: a rule that takes the first path beating the margin
+    groups, first = [], []
     for size, paths in planted.items():
         scale = r.choice((0.5, 1.0, 2.0))
-        groups += [[{"path": path, "bytes": size, "us": us * scale} for us in samples]
-                   for path, samples in paths.items()]
-    # Taken round by round, in a random order of paths within a round, except that a failed path comes first:
-    # where NaN is kept, a NaN met first wins every comparison (min, sorted) instead of losing by luck.
+        for path, samples in paths.items():
+            group = [{"path": path, "bytes": size, "us": us * scale} for us in samples]
+            (first if (size, path) in leads else groups).append(group)
+    # Taken round by round, in a random order of paths within a round, except that a failed path comes first
+    # (where NaN is kept, a NaN met first wins every comparison, min or sorted, instead of losing by luck), and
+    # the path that leads its size comes before the others of the first round.
     failed = [g for g in groups if all(math.isnan(s["us"]) for s in g)]
     others = [g for g in groups if g not in failed]
     rows = []
-    for k in range(max(len(g) for g in groups)):
+    for k in range(max(len(g) for g in groups + first)):
         r.shuffle(others)
-        rows += [g[k] for g in failed + others if k < len(g)]
-    return rows, ("a failed path (NaN) at 1 MB, scattered NaN, a path absent at 4 KB, a path exactly 10% faster, "
-                  "an even number of finite samples, first samples slowed by warm-up, lucky samples, an outlier")
+        rows += [g[k] for g in failed + first + others if k < len(g)]
+    return rows, ("NCCL failed (NaN) at 256 KB, another path at 1 MB, scattered NaN and an inf, a path absent at "
+                  "4 KB, paths 0.1% either side of 10% faster, two paths beating it at 64 KB, even numbers of finite "
+                  "samples, first samples slowed by warm-up and one fast, lucky samples, an outlier")
 
 
 @exercise(2,
