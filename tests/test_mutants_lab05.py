@@ -331,12 +331,13 @@ def _next_stream_is_the_capture_stream(torch) -> bool:
     """Draw torch.cuda.Stream() until the next draw returns torch.cuda.graph's capture stream; False if none does."""
     torch.cuda.graph(torch.cuda.CUDAGraph())   # makes torch.cuda.graph's default capture stream if none exists yet
     capture = torch.cuda.graph.default_capture_stream
-    for _ in range(64):   # torch hands out a pool of 32 streams in turn: find where the capture stream sits
+    for _ in range(64):   # torch hands out a pool of its streams in turn: find where the capture stream sits
         if torch.cuda.Stream() == capture:
             break
     else:
         return False
-    for _ in range(31):
+    turn = next(n for n in range(1, 65) if torch.cuda.Stream() == capture)   # the pool's length, counted
+    for _ in range(turn - 1):
         torch.cuda.Stream()
     return True
 
@@ -345,7 +346,8 @@ def _next_stream_is_the_capture_stream(torch) -> bool:
 @pytest.mark.gpu
 def test_lab05_exercise1_a_side_stream_that_is_the_capture_stream_is_no_wrong_answer(monkeypatch):
     """The right answer whose torch.cuda.Stream() returns the very stream torch.cuda.graph captures on (one call in
-    32) captures a chain; the checker captures it once more and passes it, and a chain captured twice still fails."""
+    32) captures a chain by itself; under the checker, which gives torch.cuda.graph a capture stream of its own, it
+    passes, a wrong one still fails, and torch.cuda.graph's own capture stream is put back."""
     import torch
 
     monkeypatch.setenv("LAUNCHLAB_STRICT", "0")
@@ -353,11 +355,14 @@ def test_lab05_exercise1_a_side_stream_that_is_the_capture_stream_is_no_wrong_an
         pytest.skip("torch.cuda.graph's capture stream is not one that torch.cuda.Stream() hands out here")
     graph, _ = torch_diamond(torch.zeros(ch05.N, device="cuda"))
     assert graphs.topology(graph).is_chain()   # the collision is real: the right fork was captured as a chain
+    before = torch.cuda.graph.default_capture_stream
     assert _next_stream_is_the_capture_stream(torch)
     verdict = ch05.check_torch_diamond(torch_diamond)
     assert verdict, verdict.detail
+    assert torch.cuda.graph.default_capture_stream is before
     assert _next_stream_is_the_capture_stream(torch)
-    assert "one stream" in ch05.check_torch_diamond(torch_on_one_stream).hint
+    never = ch05.check_torch_diamond(torch_never_joined)
+    assert not never and "rejoin" in never.hint
 
 
 # ---- exercise 2: repair an unjoined capture (CuPy) ---------------------------------------------------------

@@ -6,6 +6,7 @@ exercise 4 checks the schedule on a CPU and, on a GPU, measures it against the s
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Sequence
 
@@ -71,8 +72,7 @@ def _diamond_diagnosis(shape: graphs.Topology) -> str | None:
         return ("the graph should hold exactly the four kernels a, b, c and out: compute each once inside the capture, "
                 "out = b + c included")
     if shape.is_chain():
-        # A side stream forked before a = x + 1 has given a chain as well as a second root under PyTorch's
-        # capture, so this hint names that fix too.
+        # The hint names the fork's place too: a fork before a = x + 1 is the other mistake to rule out.
         return ("the kernels form a chain, as if everything ran on one stream: compute c = a * 3 under "
                 "torch.cuda.stream(side), forked with side.wait_stream(torch.cuda.current_stream()) after a = x + 1, "
                 "not before")
@@ -117,6 +117,29 @@ def diamond_eager(x):
     return a * 2 + a * 3
 
 
+_capture_streams: dict = {}   # device -> the capture stream the check gives torch.cuda.graph, made once
+
+
+@contextlib.contextmanager
+def _capture_stream_of_its_own():
+    """For the check, torch.cuda.graph's default capture stream is one that no torch.cuda.Stream() call returns.
+
+    torch.cuda.Stream() hands out a pool's 32 streams in turn, and torch.cuda.graph's default capture stream is one
+    of them: about one call in 32 returns that very stream, and a right fork (side stream made inside the answer
+    or before it) becomes a chain. A high-priority stream comes from another pool."""
+    import torch
+
+    device = torch.cuda.current_device()
+    if device not in _capture_streams:
+        _capture_streams[device] = torch.cuda.Stream(device, priority=-1)
+    before = torch.cuda.graph.default_capture_stream
+    torch.cuda.graph.default_capture_stream = _capture_streams[device]
+    try:
+        yield
+    finally:
+        torch.cuda.graph.default_capture_stream = before
+
+
 def _torch_capture_read_back(capture_diamond: Callable):
     """Capture the learner's diamond on fresh zeros: (its static input, its graph, its output, its shape)."""
     import torch
@@ -144,11 +167,7 @@ def check_torch_diamond(capture_diamond: Callable) -> str:
     import torch
 
     require_cuda("capturing a graph")
-    static_x, graph, static_out, shape = _torch_capture_read_back(capture_diamond)
-    if shape.is_chain():
-        # torch.cuda.Stream() hands out a pool's 32 streams in turn, and torch.cuda.graph captures on one of
-        # them: about one call in 32 returns that very stream, and a right fork becomes a chain. The next call
-        # returns another stream, so a right answer captured once more gives its diamond; a wrong one its chain.
+    with _capture_stream_of_its_own():
         static_x, graph, static_out, shape = _torch_capture_read_back(capture_diamond)
     # PyTorch's four kernels share one name, so only the shape is compared: every node named alike
     expected = graphs.Topology(("KERNEL",) * 4, ((0, 1), (0, 2), (1, 3), (2, 3)), ("k",) * 4)
