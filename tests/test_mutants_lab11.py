@@ -758,12 +758,12 @@ def any_nan_dropped(samples):
     return chosen
 
 
-def _medians_of_finite(samples, finite=math.isfinite, middle=statistics.median):
+def _medians_of_finite(samples, finite=math.isfinite):
     groups = {}
     for s in samples:
         if finite(s["us"]):
             groups.setdefault(s["bytes"], {}).setdefault(s["path"], []).append(s["us"])
-    return {size: {p: middle(us) for p, us in paths.items()} for size, paths in groups.items()}
+    return {size: {p: statistics.median(us) for p, us in paths.items()} for size, paths in groups.items()}
 
 
 def upper_middle(samples):
