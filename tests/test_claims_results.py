@@ -198,3 +198,14 @@ def test_a_report_round_trips_and_its_schema_refuses_strangers(tmp_path):
     with pytest.raises(ReportError, match="r2.json"):
         (tmp_path / "r2.json").write_text('{"gpu": "G"}')
         Report.load(tmp_path / "r2.json")
+
+
+@pytest.mark.parametrize("path", sorted(report_module.reports_dir().glob("*.json")), ids=lambda p: p.name)
+def test_every_figure_and_claim_in_a_committed_report_belongs_to_a_notebook_run(path):
+    """A figure no notebook's entry lists is left over from a run whose code no longer records it: it would sit
+    beside the current figures as if measured with them (the figures page and the compare tables read it)."""
+    report = Report.load(path)
+    metrics = {name for entry in report.notebooks.values() for name in entry.get("metrics", [])}
+    claims = {name for entry in report.notebooks.values() for name in entry.get("claims", [])}
+    assert not set(report.metrics) - metrics, "figures no notebook entry lists"
+    assert not set(report.claims) - claims, "claims no notebook entry lists"
