@@ -208,4 +208,5 @@ def test_every_figure_and_claim_in_a_committed_report_belongs_to_a_notebook_run(
     metrics = {name for entry in report.notebooks.values() for name in entry.get("metrics", [])}
     claims = {name for entry in report.notebooks.values() for name in entry.get("claims", [])}
     assert not set(report.metrics) - metrics, "figures no notebook entry lists"
+    assert not set(report.units) - metrics, "units of figures no notebook entry lists"
     assert not set(report.claims) - claims, "claims no notebook entry lists"
