@@ -31,3 +31,26 @@ def test_a_child_that_reported_but_cannot_exit_is_stopped_soon_after():
 def test_joined_result_lines_are_split():
     ran = child.ChildRun(0, 0.1, False, ['RESULT {"rank": 0}RESULT {"rank": 1}', "noise"])
     assert ran.results() == [{"rank": 0}, {"rank": 1}]
+
+
+def test_an_interrupted_wait_stops_the_child_before_the_interrupt_goes_on(monkeypatch, tmp_path):
+    import os
+    import subprocess
+
+    import pytest
+
+    pid_file = tmp_path / "pid"
+    script = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)"
+    real_wait = subprocess.Popen.wait
+
+    def interrupted_wait(self, timeout=None):
+        if pid_file.exists() and timeout is not None and timeout <= 0.1:
+            raise KeyboardInterrupt        # what a learner's interrupt raises inside the cell's wait
+        return real_wait(self, timeout=timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", interrupted_wait)
+    with pytest.raises(KeyboardInterrupt):
+        child.run_python(script, timeout_s=60)
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)                    # gone: stopped with its group, not left running

@@ -130,25 +130,29 @@ def run(command: Sequence[str], timeout_s: float, echo: bool = False, env: dict[
     reader.start()
     timed_out = False
     deadline = start + timeout_s
-    while True:
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            timed_out = True
-            if echo:
-                print(f"[child] no exit after {timeout_s:.0f} s: stopping it", flush=True)
-            _stop(process)
-            break
-        if exit_after_result_s is not None and reported.is_set():
-            try:
-                process.wait(timeout=min(exit_after_result_s, remaining))
-            except subprocess.TimeoutExpired:
+    try:
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                timed_out = True
+                if echo:
+                    print(f"[child] no exit after {timeout_s:.0f} s: stopping it", flush=True)
                 _stop(process)
-            break
-        try:
-            process.wait(timeout=min(0.1, remaining))
-            break
-        except subprocess.TimeoutExpired:
-            continue
+                break
+            if exit_after_result_s is not None and reported.is_set():
+                try:
+                    process.wait(timeout=min(exit_after_result_s, remaining))
+                except subprocess.TimeoutExpired:
+                    _stop(process)
+                break
+            try:
+                process.wait(timeout=min(0.1, remaining))
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    except BaseException:
+        _stop(process)   # an interrupted cell must not leave its child on the GPU, past any deadline
+        raise
     process.wait()
     ended_at = time.time()
     reader.join(timeout=5)
