@@ -1,6 +1,10 @@
 """launchlab.child: the one way the course runs a child process with a deadline and reads its RESULT lines."""
 
+import os
+import subprocess
 import time
+
+import pytest
 
 from launchlab import child
 
@@ -34,11 +38,6 @@ def test_joined_result_lines_are_split():
 
 
 def test_an_interrupted_wait_stops_the_child_before_the_interrupt_goes_on(monkeypatch, tmp_path):
-    import os
-    import subprocess
-
-    import pytest
-
     pid_file = tmp_path / "pid"
     script = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)"
     real_wait = subprocess.Popen.wait
